@@ -1,0 +1,3 @@
+from ddpstudio.cli.main import main
+
+raise SystemExit(main())

@@ -1,0 +1,124 @@
+"""The metrics protocol: versioned, typed JSON lines (docs/protocol.md).
+
+Ranks write events, the launcher merges them onto its stdout, and every front
+end (CLI, GUI, benchmarks) reads them through :class:`EventParser`. Standard
+library only: this module is imported inside training ranks.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+SCHEMA_VERSION = 1
+
+RUN_STARTED = "run_started"
+RANK_STARTED = "rank_started"
+RANK_JOINED = "rank_joined"
+STEP = "step"
+GLOBAL_STEP = "global_step"
+EPOCH_END = "epoch_end"
+CHECKPOINT_SAVED = "checkpoint_saved"
+LOG = "log"
+WARNING = "warning"
+ERROR = "error"
+RANK_EXITED = "rank_exited"
+RUN_FINISHED = "run_finished"
+
+KNOWN_TYPES = frozenset(
+    {
+        RUN_STARTED,
+        RANK_STARTED,
+        RANK_JOINED,
+        STEP,
+        GLOBAL_STEP,
+        EPOCH_END,
+        CHECKPOINT_SAVED,
+        LOG,
+        WARNING,
+        ERROR,
+        RANK_EXITED,
+        RUN_FINISHED,
+    }
+)
+
+# Final states carried by run_finished (and the launcher's exit code).
+FINISHED = "finished"
+FAILED = "failed"
+STOPPED = "stopped"
+EXIT_CODES = {FINISHED: 0, FAILED: 1, STOPPED: 3}
+
+
+@dataclass(frozen=True)
+class Event:
+    type: str
+    v: int
+    t: float
+    rank: int | None = None
+    data: Mapping[str, Any] = field(default_factory=dict)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.data.get(key, default)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"type": self.type, "v": self.v, "t": self.t}
+        if self.rank is not None:
+            out["rank"] = self.rank
+        out.update(self.data)
+        return out
+
+    def to_line(self) -> str:
+        return json.dumps(self.to_dict(), separators=(",", ":"), allow_nan=True)
+
+
+def make_event(type_: str, rank: int | None = None, t: float | None = None, **data: Any) -> Event:
+    return Event(type_, SCHEMA_VERSION, time.time() if t is None else t, rank, data)
+
+
+class EventParser:
+    """Turns lines into :class:`Event` objects; the one parser every consumer uses.
+
+    Lines that are not JSON objects, or lack ``type``/``v``, give nothing.
+    Unknown types are skipped. An event from a newer schema version is still
+    parsed (fields we know keep their meaning); the first one also yields a
+    synthetic ``warning`` event, once.
+    """
+
+    def __init__(self) -> None:
+        self.newer_version_seen: int | None = None
+        self.skipped_unknown = 0
+
+    def feed(self, line: str | bytes) -> list[Event]:
+        """The events in one line: none, one, or one plus a newer-version warning."""
+        if isinstance(line, bytes):
+            line = line.decode("utf-8", errors="replace")
+        line = line.strip()
+        if not line.startswith("{"):
+            return []
+        try:
+            raw = json.loads(line)
+        except ValueError:
+            return []
+        if not isinstance(raw, dict):
+            return []
+        type_, v = raw.pop("type", None), raw.pop("v", None)
+        if not isinstance(type_, str) or not isinstance(v, int) or isinstance(v, bool):
+            return []
+        t = raw.pop("t", None)
+        rank = raw.pop("rank", None)
+        out: list[Event] = []
+        if v > SCHEMA_VERSION and self.newer_version_seen is None:
+            self.newer_version_seen = v
+            out.append(make_event(
+                WARNING,
+                message=f"events use schema version {v}, newer than this DDP Studio understands "
+                f"({SCHEMA_VERSION}); update DDP Studio. Known fields are still shown.",
+            ))
+        if type_ not in KNOWN_TYPES:
+            self.skipped_unknown += 1
+            return out
+        out.append(Event(type_, v, float(t) if isinstance(t, (int, float)) else time.time(),
+                         rank if isinstance(rank, int) and not isinstance(rank, bool) else None, raw))
+        return out
