@@ -1,0 +1,133 @@
+"""detect_inventory on this real machine (no driver), with fake GPUs, and through the env-var seam."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import psutil
+import pytest
+import torch
+
+from ddpstudio.core.gpu import (
+    FAKE_GPUS_ENV,
+    FakeGpuSource,
+    GpuSample,
+    NvmlSource,
+    detect_inventory,
+    get_source,
+    set_source,
+)
+
+TWO_GPUS = {
+    "driver_version": "551.86",
+    "cuda_driver_version": [12, 4],
+    "gpus": [
+        {"name": "NVIDIA GeForce RTX 4090", "total_memory_mb": 24564, "compute_capability": "8.9",
+         "utilization_pct": 97, "memory_used_mb": 20100, "temperature_c": 71, "power_w": 410.5,
+         "processes": [{"pid": 4242, "used_mb": None}]},
+        {"name": "NVIDIA GeForce RTX 3090", "total_memory_mb": 24576, "compute_capability": "8.6"},
+    ],
+}
+
+
+@pytest.fixture(autouse=True)
+def default_source(monkeypatch):
+    """Each test starts from the real default source and leaves it so."""
+    monkeypatch.delenv(FAKE_GPUS_ENV, raising=False)
+    set_source(None)
+    yield
+    set_source(None)
+
+
+def no_child_processes_left() -> bool:
+    return not psutil.Process().children(recursive=True)
+
+
+def test_this_machine_is_cpu_mode_through_the_real_nvml():
+    assert isinstance(get_source(), NvmlSource)
+    inventory = detect_inventory()
+    assert inventory.cpu_mode is True
+    assert inventory.gpu_count == 0
+    assert inventory.nvml_state.startswith("not available")
+    assert inventory.driver_version is None and inventory.cuda_driver_version is None
+    assert inventory.torch_version == torch.__version__
+    assert inventory.torch_cuda_version == torch.version.cuda
+    assert inventory.cuda_available is False
+    data = json.loads(json.dumps(inventory.to_dict()))
+    assert data["cpu_mode"] is True and data["gpus"] == [] and data["nvml_state"] == inventory.nvml_state
+
+
+def test_fake_source_models_a_machine_with_two_gpus():
+    inventory = detect_inventory(FakeGpuSource.from_dict(TWO_GPUS))
+    assert inventory.gpu_count == 2
+    assert inventory.cpu_mode is False and inventory.cuda_available is True
+    assert inventory.nvml_state == "ok"
+    assert inventory.driver_version == "551.86" and inventory.cuda_driver_version == (12, 4)
+    assert [g.name for g in inventory.gpus] == ["NVIDIA GeForce RTX 4090", "NVIDIA GeForce RTX 3090"]
+    assert inventory.gpus[0].compute_capability == "8.9" and inventory.gpus[1].total_memory_mb == 24576
+    data = json.loads(json.dumps(inventory.to_dict()))
+    assert data["cuda_driver_version"] == [12, 4] and data["gpu_count"] == 2
+    assert data["gpus"][0]["name"] == "NVIDIA GeForce RTX 4090"
+
+
+def test_set_source_is_what_get_source_and_detect_inventory_use():
+    fake = FakeGpuSource.from_dict(TWO_GPUS)
+    set_source(fake)
+    assert get_source() is fake
+    assert detect_inventory().gpu_count == 2
+    set_source(None)
+    assert isinstance(get_source(), NvmlSource)
+
+
+def test_env_var_seam_shows_fake_gpus_to_a_subprocess(tmp_path, monkeypatch):
+    path = tmp_path / "gpus.json"
+    path.write_text(json.dumps(TWO_GPUS), encoding="utf-8")
+    monkeypatch.setenv(FAKE_GPUS_ENV, str(path))
+    code = "import json; from ddpstudio.core.gpu import detect_inventory; print(json.dumps(detect_inventory().to_dict()))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert data["gpu_count"] == 2 and data["cpu_mode"] is False
+    assert data["driver_version"] == "551.86" and data["cuda_driver_version"] == [12, 4]
+    assert no_child_processes_left()
+
+
+def test_env_var_seam_in_process_and_a_bad_file(tmp_path, monkeypatch):
+    path = tmp_path / "gpus.json"
+    path.write_text(json.dumps(TWO_GPUS), encoding="utf-8")
+    monkeypatch.setenv(FAKE_GPUS_ENV, str(path))
+    assert isinstance(get_source(), FakeGpuSource)
+    broken = tmp_path / "broken.json"
+    broken.write_text("{not json", encoding="utf-8")
+    for bad in (broken, tmp_path / "missing.json"):
+        monkeypatch.setenv(FAKE_GPUS_ENV, str(bad))
+        with pytest.raises(ValueError, match=FAKE_GPUS_ENV):
+            get_source()
+
+
+def test_cpu_only_torch_on_a_gpu_machine_is_cpu_mode_with_a_note():
+    source = FakeGpuSource(gpus=TWO_GPUS["gpus"][:1], torch_sees_gpus=False)
+    inventory = detect_inventory(source)  # torch here sees no device, as a CPU-only build would
+    assert inventory.cpu_mode is True and inventory.gpu_count == 0
+    assert [g.name for g in inventory.driver_gpus] == ["NVIDIA GeForce RTX 4090"]
+    assert inventory.notes and "1 NVIDIA GPU" in inventory.notes[0]
+
+
+def test_samples_join_the_inventory_by_uuid():
+    source = FakeGpuSource.from_dict(TWO_GPUS)
+    inventory = detect_inventory(source)
+    first, second = source.sample()
+    assert inventory.gpu_for(second) is inventory.gpus[1]
+    stranger = GpuSample(0, "other", None, None, None, None, None, uuid="GPU-elsewhere")
+    assert inventory.gpu_for(stranger) is None
+
+
+def test_importing_the_package_loads_neither_torch_nor_nvml_nor_qt():
+    code = ("import sys, ddpstudio.core.gpu; "
+            "print(sorted(m for m in ('torch', 'pynvml', 'PySide6') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+    assert no_child_processes_left()
