@@ -85,7 +85,8 @@ def test_env_var_seam_shows_fake_gpus_to_a_subprocess(tmp_path, monkeypatch):
     path = tmp_path / "gpus.json"
     path.write_text(json.dumps(TWO_GPUS), encoding="utf-8")
     monkeypatch.setenv(FAKE_GPUS_ENV, str(path))
-    code = "import json; from ddpstudio.core.gpu import detect_inventory; print(json.dumps(detect_inventory().to_dict()))"
+    code = ("import json; from ddpstudio.core.gpu import detect_inventory; "
+            "print(json.dumps(detect_inventory().to_dict()))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
@@ -131,3 +132,10 @@ def test_importing_the_package_loads_neither_torch_nor_nvml_nor_qt():
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
     assert no_child_processes_left()
+
+
+def test_a_typo_in_fake_gpu_data_is_an_error_not_a_missing_value():
+    with pytest.raises(ValueError, match="utilisation_pct"):
+        FakeGpuSource(gpus=[{"name": "NVIDIA T4", "total_memory_mb": 15360, "utilisation_pct": 50}])
+    with pytest.raises(TypeError):
+        FakeGpuSource.from_dict({"gpus": [], "driver": "551.86"})

@@ -16,6 +16,7 @@ from typing import Any, Collection, Iterable, Mapping
 from .model import NVML_OK, DriverInfo, GpuInfo, GpuSample, ProcessGpuMemory
 
 _SAMPLE_KEYS = ("utilization_pct", "memory_used_mb", "temperature_c", "power_w")
+_GPU_KEYS = frozenset({"name", "total_memory_mb", "compute_capability", "uuid", "processes", *_SAMPLE_KEYS})
 
 
 def _number(value: Any) -> float | None:
@@ -23,6 +24,9 @@ def _number(value: Any) -> float | None:
 
 
 def _gpu_from_dict(index: int, raw: Mapping[str, Any]) -> tuple[GpuInfo, GpuSample]:
+    unknown = set(raw) - _GPU_KEYS
+    if unknown:  # a typo ("utilisation_pct") would otherwise read as "not available"
+        raise ValueError(f"fake GPU {index}: unknown keys {sorted(unknown)}")
     info = GpuInfo(
         index=index,
         name=str(raw["name"]),
@@ -54,16 +58,19 @@ class FakeGpuSource:
         self,
         gpus: Iterable[Mapping[str, Any]] = (),
         driver_version: str | None = "555.85",
-        cuda_driver_version: Iterable[int] | None = (12, 5),
+        cuda_driver_version: Iterable[int] | None = (12, 5),  # a JSON list [12, 5] works too
         nvml_state: str = NVML_OK,
         torch_sees_gpus: bool = True,
     ) -> None:
         pairs = [_gpu_from_dict(i, raw) for i, raw in enumerate(gpus)]
-        cuda = None if cuda_driver_version is None else tuple(int(x) for x in cuda_driver_version)
+        cuda = None
+        if cuda_driver_version is not None:
+            major, minor = cuda_driver_version
+            cuda = (int(major), int(minor))
         self._driver = DriverInfo(
             nvml_state=nvml_state,
             driver_version=driver_version,
-            cuda_driver_version=cuda,  # type: ignore[arg-type]
+            cuda_driver_version=cuda,
             gpus=tuple(info for info, _ in pairs),
             stands_in_for_torch=torch_sees_gpus,
         )
@@ -72,7 +79,7 @@ class FakeGpuSource:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "FakeGpuSource":
-        """A source from the JSON object of docs/gpu.md; unknown keys are an error."""
+        """A source from the JSON object of docs/gpu.md; unknown keys raise (TypeError, ValueError)."""
         return cls(**data)
 
     @classmethod
@@ -89,7 +96,8 @@ class FakeGpuSource:
         return tuple(replace(s, processes=tuple(p for p in s.processes if p.pid in pids)) for s in samples)
 
     def update(self, index: int, **values: Any) -> None:
-        """Change one device's live values, e.g. ``update(0, utilization_pct=80)``."""
+        """Change one device's live values, e.g. ``update(0, utilization_pct=80)``;
+        ``processes`` takes (pid, used_mb) pairs."""
         if "processes" in values:
             values["processes"] = tuple(ProcessGpuMemory(int(pid), _number(mb)) for pid, mb in values["processes"])
         with self._lock:

@@ -1,0 +1,60 @@
+"""``ddpstudio``: no arguments opens the window; ``doctor``, ``run``, ... do one job each."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ddpstudio import __version__
+
+
+def _parser() -> argparse.ArgumentParser:
+    from ddpstudio.cli import doctor, run
+
+    parser = argparse.ArgumentParser(
+        prog="ddpstudio", description="Point-and-click PyTorch DDP training. With no command, opens the window.")
+    parser.add_argument("--version", action="version", version=f"ddpstudio {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    doctor.add_parser(sub)
+    run.add_parser(sub)
+    for name in ("clean", "bench"):
+        module = _optional(name)
+        if module is not None:
+            module.add_parser(sub)
+    return parser
+
+
+def _optional(name: str):
+    import importlib
+
+    try:
+        return importlib.import_module(f"ddpstudio.cli.{name}")
+    except ModuleNotFoundError:
+        return None
+
+
+def gui_main() -> int:
+    try:
+        from ddpstudio.gui.app import main as app_main
+    except ModuleNotFoundError as exc:
+        if not exc.name or not exc.name.startswith("ddpstudio.gui"):
+            raise
+        print("ddpstudio: the window is not part of this version yet; try 'ddpstudio run --demo'", file=sys.stderr)
+        return 2
+    return app_main()
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv:
+        return gui_main()
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 2
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

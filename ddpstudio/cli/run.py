@@ -1,0 +1,139 @@
+"""``ddpstudio run``: validate, plan, launch, and show the run until it ends."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+
+from ddpstudio.core import protocol
+from ddpstudio.core.plan import DEFAULT_DIST_ARGS, RecipeSpec, ScriptSpec
+
+EXIT_BAD_INPUT = 2
+DEMO_STEPS = 40
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("run", help="train with DDP: the built-in recipe or your script",
+                       description="Train with DDP. Script arguments go after '--'.")
+    p.add_argument("--demo", action="store_true",
+                   help=f"the built-in demo: resnet18 on synthetic data, {DEMO_STEPS} steps (no data, no GPU needed)")
+    what = p.add_argument_group("what to train")
+    what.add_argument("--model", default="resnet18", help="torchvision classification model (default resnet18)")
+    what.add_argument("--data", metavar="DIR", help="an ImageFolder directory or a folder holding CIFAR-10")
+    what.add_argument("--dataset", choices=("synthetic", "folder", "cifar10"),
+                      help="data source (default: synthetic, or guessed from --data)")
+    what.add_argument("--script", metavar="PATH", help="run your own training script instead")
+    what.add_argument("--script-style", choices=("args", "env"), default="args",
+                      help="args: distributed settings appended as arguments (PyTorch examples style); "
+                           "env: torchrun's environment variables")
+    what.add_argument("--dist-args", metavar="TEMPLATE", default=DEFAULT_DIST_ARGS,
+                      help=f"argument template for --script-style args (default: {DEFAULT_DIST_ARGS!r})")
+    train = p.add_argument_group("training")
+    train.add_argument("--epochs", type=int, default=1)
+    train.add_argument("--max-steps", type=int, help="stop after this many steps")
+    train.add_argument("--batch-size", type=int, default=32, help="batch size per rank (see --batch-mode)")
+    train.add_argument("--batch-mode", choices=("per-rank", "split"), default="per-rank",
+                       help="per-rank: each rank takes --batch-size (effective batch = ranks x batch); "
+                            "split: --batch-size is the effective batch, divided over the ranks")
+    train.add_argument("--lr", type=float, default=0.05)
+    train.add_argument("--scale-lr", action="store_true", help="multiply the learning rate by the world size")
+    train.add_argument("--image-size", type=int, default=32)
+    train.add_argument("--workers", type=int, default=0, help="DataLoader worker processes per rank")
+    train.add_argument("--no-amp", action="store_true", help="no mixed precision on CUDA")
+    train.add_argument("--checkpoint-dir", metavar="DIR", help="save a checkpoint here after each epoch")
+    train.add_argument("--resume", action="store_true", help="continue from the checkpoint in --checkpoint-dir")
+    dist = p.add_argument_group("distributed")
+    dist.add_argument("--world-size", type=int, help="number of ranks (default: one per GPU; 2 on the CPU)")
+    dist.add_argument("--backend", choices=("auto", "gloo", "nccl"), default="auto")
+    dist.add_argument("--store", choices=("auto", "file", "tcp"), default="auto")
+    dist.add_argument("--store-path", metavar="PATH", help="a fixed FileStore path (or file:// URL)")
+    dist.add_argument("--port", type=int, help="TCP store port (default: a free one)")
+    dist.add_argument("--rendezvous-timeout", type=float, default=120.0, metavar="SECONDS")
+    p.add_argument("--json", action="store_true", help="print the protocol events (JSON lines) instead")
+    p.add_argument("script_args", nargs="*", help=argparse.SUPPRESS)
+    p.set_defaults(func=main)
+
+
+def build_request(args: argparse.Namespace):
+    from ddpstudio.core.policy import Request
+
+    request = Request(backend=args.backend, world_size=args.world_size, store=args.store,
+                      store_path=args.store_path, port=args.port, batch_mode=args.batch_mode,
+                      rendezvous_timeout=args.rendezvous_timeout)
+    if args.script:
+        request.script = ScriptSpec(path=args.script, args=list(args.script_args), style=args.script_style,
+                                    dist_args=args.dist_args)
+        return request
+    dataset = args.dataset or ("synthetic" if not args.data else _guess_dataset(args.data))
+    max_steps = args.max_steps if args.max_steps is not None else (DEMO_STEPS if args.demo else None)
+    request.recipe = RecipeSpec(
+        model=args.model, data=dataset, data_dir=args.data, epochs=args.epochs, max_steps=max_steps,
+        batch_size=args.batch_size, lr=args.lr, scale_lr=args.scale_lr, image_size=args.image_size,
+        workers=args.workers, amp=not args.no_amp, checkpoint_dir=args.checkpoint_dir, resume=args.resume)
+    return request
+
+
+def _guess_dataset(data_dir: str) -> str:
+    from pathlib import Path
+
+    from ddpstudio.rank.data import CIFAR_FOLDER
+
+    path = Path(data_dir)
+    return "cifar10" if path.name == CIFAR_FOLDER or (path / CIFAR_FOLDER).is_dir() else "folder"
+
+
+def fail(message: str) -> int:
+    print(f"ddpstudio: error: {message}", file=sys.stderr)
+    return EXIT_BAD_INPUT
+
+
+def main(args: argparse.Namespace) -> int:
+    from ddpstudio.cli.progress import ProgressView
+    from ddpstudio.core.gpu import detect_inventory
+    from ddpstudio.core.platform import current
+    from ddpstudio.core.policy import PolicyError, build_plan
+    from ddpstudio.core.session import Session
+    from ddpstudio.core.validate import check_request
+
+    if args.script_args and not args.script:
+        return fail(f"unexpected arguments {' '.join(args.script_args)!r}; script arguments need --script")
+    request = build_request(args)
+    problems = check_request(request)
+    if problems:
+        for problem in problems:
+            print(f"ddpstudio: error: {problem.message}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    try:
+        plan = build_plan(request, current(), detect_inventory())
+    except (PolicyError, ValueError) as exc:
+        return fail(str(exc))
+    session = Session(plan)
+    view = ProgressView() if not args.json else None
+    session.start()
+    stopping = False
+
+    def on_interrupt(_signum, _frame):
+        nonlocal stopping
+        if not stopping:
+            stopping = True
+            print("\nstopping the run (Ctrl+C again does not speed it up; it takes at most ~10 s)",
+                  file=sys.stderr)
+            session.stop()
+
+    previous = signal.signal(signal.SIGINT, on_interrupt)
+    try:
+        for event in session.events():
+            if view is not None:
+                view.feed(event)
+            else:
+                sys.stdout.write(event.to_line() + "\n")
+                sys.stdout.flush()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    code = session.returncode
+    if session.final is None:
+        print("ddpstudio: error: the launcher ended without reporting a result "
+              f"(exit code {code}); see {plan.run_dir}", file=sys.stderr)
+        return 1
+    return protocol.EXIT_CODES.get(session.state or "", 1)

@@ -1,0 +1,55 @@
+"""The command line and environment of each rank, for every kind of workload."""
+
+from __future__ import annotations
+
+import os
+import shlex
+
+from ddpstudio.core.plan import Plan
+from ddpstudio.rank.emit import EVENTS_DIR_ENV
+
+
+def dist_args(template: str, plan: Plan, rank: int) -> list[str]:
+    """The style-b arguments: split first, then fill in, so a URL with spaces stays one argument."""
+    values = {"url": plan.init_method, "backend": plan.backend, "world_size": plan.world_size,
+              "rank": rank, "local_rank": rank, "port": plan.master_port or "", "addr": plan.master_addr}
+    try:
+        return [token.format(**values) for token in shlex.split(template)]
+    except (KeyError, IndexError, ValueError) as exc:
+        raise ValueError(f"the argument template {template!r} is not valid ({exc}); "
+                         "use the fields {url} {backend} {world_size} {rank}") from exc
+
+
+def rank_command(plan: Plan, rank: int, plan_path: str) -> list[str]:
+    python = plan.python
+    if plan.recipe is not None:
+        return [python, "-u", "-m", "ddpstudio.rank.recipe", plan_path]
+    script = plan.script
+    assert script is not None
+    cmd = [python, "-u", script.path, *script.args]
+    if script.style == "args":
+        cmd += dist_args(script.dist_args, plan, rank)
+    return cmd
+
+
+def rank_env(plan: Plan, rank: int, events_dir: str, base: dict[str, str] | None = None) -> dict[str, str]:
+    """torchrun's variables plus ours; inherits the launcher's environment."""
+    env = dict(os.environ if base is None else base)
+    env.update({
+        "RANK": str(rank),
+        "LOCAL_RANK": str(rank),
+        "WORLD_SIZE": str(plan.world_size),
+        "LOCAL_WORLD_SIZE": str(plan.world_size),
+        "GROUP_RANK": "0",
+        "MASTER_ADDR": plan.master_addr,
+        "PYTHONUNBUFFERED": "1",
+        "PYTHONIOENCODING": "utf-8",
+        EVENTS_DIR_ENV: events_dir,
+        "DDPSTUDIO_RUN_ID": plan.run_id,
+    })
+    if plan.master_port:
+        env["MASTER_PORT"] = str(plan.master_port)
+    # Same default as torchrun: several ranks sharing the cores should not each spawn a thread per core.
+    env.setdefault("OMP_NUM_THREADS", "1")
+    env.update(plan.env)
+    return env

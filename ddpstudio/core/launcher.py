@@ -1,0 +1,316 @@
+"""The launcher: ``python -m ddpstudio.core.launcher PLAN.json [--stdin-control]``.
+
+Starts one fresh interpreter per rank, owns their whole tree, merges the
+ranks' events onto stdout (one JSON line each), stops everything when a rank
+fails (reporting the earliest failure as the root cause) or when asked to
+stop, and watches the rendezvous. Stop requests: SIGINT/SIGTERM, a ``STOP``
+file in the run directory, or (with ``--stdin-control``) a ``stop`` line on
+stdin or stdin closing. Exit status: 0 finished, 1 failed, 3 stopped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import enum
+import os
+import signal
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, TextIO
+
+from ddpstudio.core import protocol
+from ddpstudio.core.commands import rank_command, rank_env
+from ddpstudio.core.lossparse import LossScraper
+from ddpstudio.core.plan import Plan
+from ddpstudio.core.platform import Platform, current
+from ddpstudio.core.proctree import make_tree
+from ddpstudio.core.rootcause import RankFailure, StderrTail
+from ddpstudio.core.rundir import RunDir
+from ddpstudio.core.tail import LineTail
+
+
+class RunState(enum.Enum):
+    STARTING = "starting"
+    RUNNING = "running"
+    STOPPING = "stopping"
+    FINISHED = protocol.FINISHED
+    FAILED = protocol.FAILED
+    STOPPED = protocol.STOPPED
+
+
+@dataclass
+class RankProc:
+    rank: int
+    proc: object
+    events: LineTail
+    out: LineTail
+    err: LineTail
+    files: list[IO]
+    parser: protocol.EventParser = field(default_factory=protocol.EventParser)
+    stderr: StderrTail = field(default_factory=StderrTail)
+    scraper: LossScraper | None = None
+    joined: bool = False
+    reports_steps: bool = False
+    exit_code: int | None = None
+    error_t: float | None = None
+
+
+class Launcher:
+    def __init__(self, plan: Plan, out: TextIO | None = None, platform: Platform | None = None,
+                 poll_s: float = 0.05) -> None:
+        self.plan, self.platform, self.poll_s = plan, platform or current(), poll_s
+        self.run = RunDir.at(plan.run_dir)
+        self.out = out if out is not None else sys.stdout
+        self.state = RunState.STARTING
+        self.stop_requested = threading.Event()
+        self.stop_reason = ""
+        self.ranks: list[RankProc] = []
+        self.failures: list[RankFailure] = []
+        self.stall: RankFailure | None = None
+        self.tree = make_tree(self.platform)
+        self._merged: TextIO | None = None
+        self._stop_deadline: float | None = None
+        self._killed = False
+        self.t0 = time.time()
+        self._watchdog_fired = False
+        self.store_preexisted = bool(plan.store_path and os.path.exists(plan.store_path))
+
+    # -- output --------------------------------------------------------------
+    def emit(self, event: protocol.Event) -> None:
+        line = event.to_line() + "\n"
+        if self._merged is not None:
+            self._merged.write(line)
+        if self.out is None:
+            return
+        try:
+            self.out.write(line)
+            self.out.flush()
+        except (OSError, ValueError):
+            # Our front end is gone: nobody would see this run, so stop it.
+            self.out = None
+            self.request_stop("the program that started the run went away")
+
+    def request_stop(self, reason: str) -> None:
+        if not self.stop_requested.is_set():
+            self.stop_reason = reason
+            self.stop_requested.set()
+
+    # -- start ---------------------------------------------------------------
+    def start(self) -> None:
+        self.run.create()
+        self._merged = open(self.run.merged_events, "a", encoding="utf-8", buffering=1)
+        plan_path = str(self.plan.write(self.run.plan))
+        if self.plan.store_path:
+            Path(self.plan.store_path).parent.mkdir(parents=True, exist_ok=True)
+        self.t0 = time.time()
+        p = self.plan
+        self.emit(protocol.make_event(
+            protocol.RUN_STARTED, run_id=p.run_id, run_dir=p.run_dir, world_size=p.world_size,
+            backend=p.backend, device=p.device, store=p.store, init_method=p.init_method,
+            store_path=p.store_path, reasons=p.reasons, effective_batch=p.effective_batch, lr=p.lr,
+            kind=p.kind, launcher_pid=os.getpid(),
+            epochs=p.recipe.epochs if p.recipe else None, max_steps=p.recipe.max_steps if p.recipe else None))
+        for rank in range(p.world_size):
+            self._spawn(rank, plan_path)
+        self._write_processes()
+        self.state = RunState.RUNNING
+
+    def _spawn(self, rank: int, plan_path: str) -> None:
+        out = open(self.run.stdout(rank), "ab")
+        err = open(self.run.stderr(rank), "ab")
+        cmd = rank_command(self.plan, rank, plan_path)
+        env = rank_env(self.plan, rank, str(self.run.events_dir))
+        cwd = self.plan.script.cwd if self.plan.script and self.plan.script.cwd else None
+        proc = self.tree.spawn(cmd, env, cwd, out, err)
+        rp = RankProc(rank, proc, LineTail(self.run.rank_events(rank)), LineTail(self.run.stdout(rank)),
+                      LineTail(self.run.stderr(rank)), [out, err],
+                      scraper=LossScraper() if self.plan.script else None)
+        self.ranks.append(rp)
+        self.emit(protocol.make_event(protocol.RANK_STARTED, rank=rank, pid=proc.pid, command=cmd))
+
+    def _write_processes(self) -> None:
+        import psutil
+
+        def created(pid: int) -> float | None:
+            try:
+                return psutil.Process(pid).create_time()
+            except psutil.Error:
+                return None
+
+        self.run.write_json(self.run.processes, {
+            "launcher": {"pid": os.getpid(), "create_time": created(os.getpid())},
+            "ranks": [{"rank": r.rank, "pid": r.proc.pid, "create_time": created(r.proc.pid)}
+                      for r in self.ranks],
+            "store_path": self.plan.store_path, "port": self.plan.master_port,
+        })
+
+    # -- the loop ------------------------------------------------------------
+    def loop(self) -> RunState:
+        while True:
+            self._pump()
+            self._reap()
+            if self.state is RunState.RUNNING:
+                if self.run.stop_file.exists():
+                    self.request_stop("a stop file was created")
+                if self.stop_requested.is_set():
+                    self._begin_stop()
+                elif self.failures:
+                    self._begin_stop()
+                else:
+                    self._watchdog()
+            if self.state is RunState.STOPPING:
+                if not self._killed and time.time() >= (self._stop_deadline or 0):
+                    self.tree.kill()
+                    self._killed = True
+            if all(r.exit_code is not None for r in self.ranks):
+                break
+            self.stop_requested.wait(self.poll_s) if self.state is RunState.RUNNING else time.sleep(self.poll_s)
+        self._pump(final=True)
+        return self._finish()
+
+    def _begin_stop(self) -> None:
+        self.state = RunState.STOPPING
+        if self.stop_requested.is_set() and not self.failures:
+            self.emit(protocol.make_event(protocol.LOG, stream="launcher", line=f"stopping: {self.stop_reason}"))
+        self.tree.terminate()
+        self._stop_deadline = time.time() + self.plan.grace_period
+
+    def _pump(self, final: bool = False) -> None:
+        for r in self.ranks:
+            self._pump_rank(r, final)
+
+    def _pump_rank(self, r: RankProc, final: bool) -> None:
+        for line in r.events.read_lines(final):
+            for ev in r.parser.feed(line):
+                if ev.type == protocol.RANK_JOINED:
+                    r.joined = True
+                elif ev.type == protocol.STEP:
+                    r.joined = r.reports_steps = True
+                elif ev.type == protocol.ERROR and r.error_t is None:
+                    r.error_t = ev.t
+                self.emit(ev)
+        for stream, tail in (("stdout", r.out), ("stderr", r.err)):
+            for line in tail.read_lines(final):
+                if stream == "stderr":
+                    r.stderr.add(line)
+                self.emit(protocol.make_event(protocol.LOG, rank=r.rank, stream=stream, line=line))
+                if r.scraper is not None and not r.reports_steps:
+                    found = r.scraper.feed(line)
+                    if found is not None:
+                        r.joined = True
+                        self.emit(protocol.make_event(protocol.STEP, rank=r.rank, step=found[0], loss=found[1],
+                                                      source="scraped"))
+
+    def _reap(self) -> None:
+        for r in self.ranks:
+            if r.exit_code is not None:
+                continue
+            code = r.proc.poll()
+            if code is None:
+                continue
+            now = time.time()
+            r.exit_code = code
+            self._pump_rank(r, final=True)
+            for fh in r.files:
+                fh.close()
+            self.emit(protocol.make_event(protocol.RANK_EXITED, rank=r.rank, exit_code=code))
+            ours = self.state is RunState.STOPPING and (code < 0 or self._killed or self.platform.is_windows)
+            if code != 0 and not ours:
+                self.failures.append(RankFailure(r.rank, code, min(r.error_t or now, now),
+                                                 r.stderr.message(), r.stderr.tail()))
+
+    def _watchdog(self) -> None:
+        if self._watchdog_fired or all(r.joined for r in self.ranks):
+            return
+        if time.time() - self.t0 < self.plan.rendezvous_timeout + 5:
+            return
+        self._watchdog_fired = True
+        waiting = [r.rank for r in self.ranks if not r.joined]
+        facts = [f"rank(s) {', '.join(map(str, waiting))} had not joined after {self.plan.rendezvous_timeout:g} s"]
+        dead = [r.rank for r in self.ranks if r.exit_code is not None and not r.joined]
+        if dead:
+            facts.append(f"rank(s) {', '.join(map(str, dead))} exited before joining")
+        if self.store_preexisted:
+            facts.append(f"the store file {self.plan.store_path} existed before this run started: "
+                         "a killed run left it behind; run 'ddpstudio clean'")
+        if self.plan.store == "tcp" and self.plan.master_port:
+            from ddpstudio.core.ports import port_owner
+
+            owner = port_owner(self.plan.master_port)
+            if owner and owner.get("pid") not in {r.proc.pid for r in self.ranks}:
+                facts.append(f"port {self.plan.master_port} is held by another process ({owner.get('name')}, "
+                             f"pid {owner.get('pid')})")
+        message = "rendezvous stalled: " + "; ".join(facts)
+        if self.plan.script is not None and not any(r.joined for r in self.ranks):
+            # A script that reports nothing may simply be quiet; say so, do not kill it.
+            self.emit(protocol.make_event(protocol.WARNING, message=message + " (or the script reports no progress)"))
+            return
+        self.emit(protocol.make_event(protocol.ERROR, message=message))
+        self.stall = RankFailure(waiting[0] if waiting else -1, None, time.time(), message, [])
+
+    # -- the end -------------------------------------------------------------
+    def _finish(self) -> RunState:
+        root = min(self.failures, key=lambda f: f.t) if self.failures else self.stall
+        if root is not None:
+            self.state = RunState.FAILED
+        elif self.stop_requested.is_set():
+            self.state = RunState.STOPPED
+        else:
+            self.state = RunState.FINISHED
+        duration = time.time() - self.t0
+        result = {"run_id": self.plan.run_id, "state": self.state.value, "duration_s": duration,
+                  "root_cause": root.to_dict() if root else None,
+                  "summary": root.summary() if root else None, "stop_reason": self.stop_reason or None,
+                  "exit_codes": {str(r.rank): r.exit_code for r in self.ranks}}
+        self.run.write_json(self.run.result, result)
+        if self.plan.store_path and not self.plan.store_is_fixed:
+            # A fresh store is ours alone; once every rank is gone it is only a hazard.
+            Path(self.plan.store_path).unlink(missing_ok=True)
+        self.emit(protocol.make_event(protocol.RUN_FINISHED, state=self.state.value, duration_s=duration,
+                                      root_cause=result["root_cause"], summary=result["summary"],
+                                      run_dir=self.plan.run_dir))
+        self.tree.close()
+        if self._merged is not None:
+            self._merged.close()
+        return self.state
+
+
+def _watch_stdin(launcher: Launcher) -> None:
+    for line in sys.stdin:
+        if line.strip().lower() == "stop":
+            break
+    launcher.request_stop("asked to stop")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m ddpstudio.core.launcher")
+    parser.add_argument("plan", help="the plan.json a front end wrote")
+    parser.add_argument("--stdin-control", action="store_true",
+                        help="stop when a 'stop' line arrives on stdin or stdin closes")
+    args = parser.parse_args(argv)
+    launcher = Launcher(Plan.read(args.plan))
+
+    def on_signal(signum, _frame):
+        launcher.request_stop(f"signal {signal.Signals(signum).name}")
+
+    for name in ("SIGINT", "SIGTERM", "SIGBREAK"):
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), on_signal)
+    if args.stdin_control:
+        threading.Thread(target=_watch_stdin, args=(launcher,), daemon=True).start()
+    try:
+        launcher.start()
+    except Exception as exc:
+        launcher.emit(protocol.make_event(protocol.ERROR, message=f"could not start the ranks: {exc}"))
+        launcher.failures.append(RankFailure(-1, None, time.time(), f"could not start the ranks: {exc}"))
+        launcher.tree.kill()
+        launcher.state = RunState.STOPPING
+    state = launcher.loop()
+    return protocol.EXIT_CODES[state.value]
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,104 @@
+"""The launch plan: everything the launcher needs, as one JSON file.
+
+Front ends build it (through :mod:`ddpstudio.core.policy`), write it into the
+run directory, and start ``python -m ddpstudio.launcher PLAN.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+DEFAULT_DIST_ARGS = "--dist-url {url} --dist-backend {backend} --world-size {world_size} --rank {rank}"
+
+
+@dataclass
+class RecipeSpec:
+    """The built-in recipe: a torchvision classifier on synthetic/folder/CIFAR-10 data."""
+
+    model: str = "resnet18"
+    data: str = "synthetic"  # synthetic | folder | cifar10
+    data_dir: str | None = None
+    epochs: int = 1
+    max_steps: int | None = None
+    batch_size: int = 32  # per rank, after any split
+    lr: float = 0.05
+    scale_lr: bool = False  # lr x world_size (linear scaling rule)
+    image_size: int = 32
+    num_classes: int = 10
+    synthetic_samples: int = 2048
+    workers: int = 0
+    amp: bool = True  # only takes effect on CUDA
+    checkpoint_dir: str | None = None
+    resume: bool = False
+    log_every: int = 1
+    seed: int = 0
+    threads: int = 1  # torch intra-op threads per rank on the CPU
+
+
+@dataclass
+class ScriptSpec:
+    """A user's script: ``args`` style (PyTorch examples) or ``env`` style (torchrun)."""
+
+    path: str = ""
+    args: list[str] = field(default_factory=list)
+    style: str = "args"  # args | env
+    dist_args: str = DEFAULT_DIST_ARGS
+    cwd: str | None = None  # working directory of the ranks; None keeps the launcher's
+
+
+@dataclass
+class Plan:
+    run_id: str
+    run_dir: str
+    world_size: int
+    backend: str  # gloo | nccl
+    device: str  # cuda | cpu
+    store: str  # file | tcp
+    init_method: str
+    store_path: str | None = None
+    store_is_fixed: bool = False
+    master_addr: str = "127.0.0.1"
+    master_port: int | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    reasons: list[str] = field(default_factory=list)
+    rendezvous_timeout: float = 120.0
+    grace_period: float = 5.0
+    python: str = ""
+    recipe: RecipeSpec | None = None
+    script: ScriptSpec | None = None
+    effective_batch: int | None = None
+    lr: float | None = None
+
+    @property
+    def kind(self) -> str:
+        return "recipe" if self.recipe is not None else "script"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def write(self, path: str | os.PathLike) -> Path:
+        """Write atomically (temp file + rename) so a reader never sees half a plan."""
+        path = Path(path)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.to_dict(), indent=2), encoding="utf-8")
+        os.replace(tmp, path)
+        return path
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> "Plan":
+        raw = dict(raw)
+        known = {f.name for f in fields(cls)}
+        recipe = raw.pop("recipe", None)
+        script = raw.pop("script", None)
+        plan = cls(**{k: v for k, v in raw.items() if k in known})
+        plan.recipe = RecipeSpec(**recipe) if recipe else None
+        plan.script = ScriptSpec(**script) if script else None
+        return plan
+
+    @classmethod
+    def read(cls, path: str | os.PathLike) -> "Plan":
+        return cls.from_dict(json.loads(Path(path).read_text(encoding="utf-8")))

@@ -1,0 +1,212 @@
+"""From the machine and the user's choices to a launch plan, each choice with its reason.
+
+Everything here takes the platform and the GPU inventory as arguments (the
+seams), so the Windows, Linux+CUDA and CPU tables are all tested on Linux.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Protocol
+
+from ddpstudio.core import paths
+from ddpstudio.core.plan import Plan, RecipeSpec, ScriptSpec
+from ddpstudio.core.platform import Platform
+
+CPU_WORLD_SIZE = 2
+
+
+class PolicyError(ValueError):
+    """A choice that cannot work on this machine; the message says what to do instead."""
+
+    def __init__(self, message: str, field: str = "") -> None:
+        super().__init__(message)
+        self.field = field
+
+
+class Machine(Protocol):
+    """What policy needs to know of the GPU inventory."""
+
+    @property
+    def gpu_count(self) -> int: ...
+
+    @property
+    def cuda_available(self) -> bool: ...
+
+
+@dataclass(frozen=True)
+class Decision:
+    value: object
+    reason: str
+
+
+@dataclass
+class Request:
+    """What the user asked for; ``None``/"auto" means "choose for me"."""
+
+    backend: str = "auto"  # auto | gloo | nccl
+    world_size: int | None = None
+    store: str = "auto"  # auto | file | tcp
+    store_path: str | None = None  # a fixed FileStore path (or file:// URL) instead of a fresh one
+    port: int | None = None
+    batch_mode: str = "per-rank"  # per-rank | split (the batch given is the global batch)
+    rendezvous_timeout: float = 120.0
+    recipe: RecipeSpec | None = None
+    script: ScriptSpec | None = None
+    run_id: str | None = None
+    extra_env: dict[str, str] = field(default_factory=dict)
+
+
+def choose_backend(platform: Platform, machine: Machine, requested: str = "auto") -> Decision:
+    cuda = machine.cuda_available and machine.gpu_count > 0
+    if requested not in ("auto", "gloo", "nccl"):
+        raise PolicyError(f"unknown backend {requested!r}: choose auto, gloo or nccl", "backend")
+    if requested == "nccl":
+        if platform.is_windows:
+            raise PolicyError("NCCL does not exist in PyTorch for Windows; use the gloo backend (or auto)", "backend")
+        if not cuda:
+            raise PolicyError("NCCL needs CUDA GPUs and none were found; use the gloo backend (or auto)", "backend")
+        return Decision("nccl", "NCCL: chosen by you")
+    if requested == "gloo":
+        return Decision("gloo", "Gloo: chosen by you" + ("" if cuda or platform.is_windows else " (CPU training)"))
+    if platform.is_windows:
+        return Decision("gloo", "Gloo: NCCL is not built into PyTorch for Windows")
+    if cuda:
+        return Decision("nccl", f"NCCL: the fastest backend for CUDA GPUs on {platform.name}")
+    return Decision("gloo", "Gloo on the CPU: no CUDA GPU was found")
+
+
+def choose_world_size(machine: Machine, requested: int | None, device: str) -> Decision:
+    if requested is not None and requested < 1:
+        raise PolicyError(f"world size must be at least 1 (got {requested})", "world_size")
+    if device == "cuda":
+        count = machine.gpu_count
+        if requested is None:
+            return Decision(count, f"{count} rank{'s' if count != 1 else ''}: one per GPU")
+        if requested > count:
+            raise PolicyError(
+                f"asked for {requested} ranks but this machine has {count} GPU{'s' if count != 1 else ''}; "
+                f"use a world size of at most {count}, one rank per GPU", "world_size")
+        return Decision(requested, f"{requested} of {count} GPUs: chosen by you")
+    if requested is None:
+        return Decision(CPU_WORLD_SIZE, f"{CPU_WORLD_SIZE} ranks on the CPU (no GPU found)")
+    return Decision(requested, f"{requested} CPU ranks: chosen by you")
+
+
+def choose_store(platform: Platform, requested: str, script_style: str | None) -> Decision:
+    if script_style == "env":
+        if requested == "file":
+            raise PolicyError("scripts written for torchrun read MASTER_ADDR/MASTER_PORT (env://); "
+                              "a FileStore cannot be used with them: choose the tcp store or auto", "store")
+        return Decision("tcp", "TCP store via env://: the script reads torchrun's environment variables")
+    if requested not in ("auto", "file", "tcp"):
+        raise PolicyError(f"unknown store {requested!r}: choose auto, file or tcp", "store")
+    if requested == "tcp":
+        why = " (libuv switched off: Windows wheels are built without it)" if platform.is_windows else ""
+        return Decision("tcp", "TCP store on the loopback address: chosen by you" + why)
+    if requested == "file":
+        return Decision("file", "FileStore: chosen by you")
+    if platform.is_windows:
+        return Decision("file", "FileStore in a fresh file: the most reliable rendezvous on Windows "
+                                "(TCPStore needs libuv, which Windows wheels lack)")
+    return Decision("file", "FileStore in a fresh file: no port to collide with, nothing left to reuse")
+
+
+def new_run_id() -> str:
+    return time.strftime("%Y%m%d-%H%M%S") + "-" + uuid.uuid4().hex[:6]
+
+
+def loopback_interface(interfaces: dict[str, list[str]] | None = None) -> str | None:
+    """The name of the network interface that carries 127.0.0.1, for GLOO_SOCKET_IFNAME."""
+    if interfaces is None:
+        import psutil
+
+        interfaces = {name: [a.address for a in addrs] for name, addrs in psutil.net_if_addrs().items()}
+    for name, addresses in interfaces.items():
+        if "127.0.0.1" in addresses:
+            return name
+    return None
+
+
+def effective_batch(batch: int, world_size: int, mode: str) -> tuple[int, int]:
+    """(per-rank batch, effective batch) for ``per-rank`` or ``split`` batch modes."""
+    if mode == "split":
+        if batch < world_size:
+            raise PolicyError(f"a global batch of {batch} cannot be split over {world_size} ranks; "
+                              f"use a batch of at least {world_size}", "batch_size")
+        per_rank = batch // world_size
+        return per_rank, per_rank * world_size
+    if mode != "per-rank":
+        raise PolicyError(f"unknown batch mode {mode!r}: choose per-rank or split", "batch_mode")
+    return batch, batch * world_size
+
+
+def build_plan(request: Request, platform: Platform, machine: Machine,
+               interfaces: dict[str, list[str]] | None = None) -> Plan:
+    """Decide everything; raises :class:`PolicyError` for choices that cannot work."""
+    from ddpstudio.core.ports import find_free_port, libuv_env, tcp_init_url
+    from ddpstudio.core.storeurl import file_store_url, store_path_from_url
+
+    if (request.recipe is None) == (request.script is None):
+        raise PolicyError("choose exactly one thing to train: the built-in recipe or a script", "workload")
+    style = request.script.style if request.script else None
+    backend = choose_backend(platform, machine, request.backend)
+    device = "cuda" if backend.value == "nccl" or (machine.cuda_available and machine.gpu_count > 0) else "cpu"
+    world = choose_world_size(machine, request.world_size, device)
+    store = choose_store(platform, request.store, style)
+    run_id = request.run_id or new_run_id()
+    run_dir = paths.runs_dir() / run_id
+    reasons = [backend.reason, world.reason, store.reason]
+    env: dict[str, str] = {}
+
+    store_path, fixed, port = None, False, request.port
+    if store.value == "file":
+        if request.store_path:
+            raw = request.store_path
+            store_path = store_path_from_url(raw, platform) if raw.startswith("file:") else raw
+            fixed = True
+            reasons.append(f"FileStore at your fixed path {store_path}")
+        else:
+            store_path = str(paths.store_dir() / f"{run_id}.store")
+        init_method = file_store_url(store_path, platform)
+    else:
+        port = port or find_free_port()
+        init_method = "env://" if style == "env" else tcp_init_url("127.0.0.1", port, platform)
+        env.update(libuv_env(platform))
+    if backend.value == "gloo":
+        iface = loopback_interface(interfaces)
+        if iface:
+            env["GLOO_SOCKET_IFNAME"] = iface
+            reasons.append(f"Gloo pinned to the loopback interface ({iface}) so VPN or virtual "
+                           "adapters cannot break a single-machine run")
+    env.update(request.extra_env)
+
+    recipe, eff, lr = request.recipe, None, None
+    if recipe is not None:
+        per_rank, eff = effective_batch(recipe.batch_size, int(world.value), request.batch_mode)
+        recipe = replace(recipe, batch_size=per_rank)
+        lr = recipe.lr * (int(world.value) if recipe.scale_lr else 1)
+        reasons.append(f"effective batch {eff} = {world.value} ranks x {per_rank} per rank"
+                       + (f"; learning rate scaled to {lr:g}" if recipe.scale_lr else ""))
+    return Plan(
+        run_id=run_id, run_dir=str(run_dir), world_size=int(world.value), backend=str(backend.value),
+        device=device, store=str(store.value), init_method=init_method, store_path=store_path,
+        store_is_fixed=fixed, master_addr="127.0.0.1", master_port=port, env=env, reasons=reasons,
+        rendezvous_timeout=request.rendezvous_timeout, python=sys.executable,
+        recipe=recipe, script=request.script, effective_batch=eff, lr=lr,
+    )
+
+
+def plan_file(plan: Plan) -> Path:
+    return Path(plan.run_dir) / "plan.json"
+
+
+def write_plan(plan: Plan) -> Path:
+    """Create the run directory and write the plan into it."""
+    os.makedirs(plan.run_dir, exist_ok=True)
+    return plan.write(plan_file(plan))

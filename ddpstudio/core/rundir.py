@@ -1,0 +1,71 @@
+"""The layout of a run directory: plan, per-rank logs and events, merged events, result."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True)
+class RunDir:
+    root: Path
+
+    @classmethod
+    def at(cls, path: str | os.PathLike) -> "RunDir":
+        return cls(Path(path))
+
+    @property
+    def plan(self) -> Path:
+        return self.root / "plan.json"
+
+    @property
+    def events_dir(self) -> Path:
+        return self.root / "events"
+
+    @property
+    def logs_dir(self) -> Path:
+        return self.root / "logs"
+
+    @property
+    def merged_events(self) -> Path:
+        return self.root / "events.jsonl"
+
+    @property
+    def result(self) -> Path:
+        return self.root / "result.json"
+
+    @property
+    def stop_file(self) -> Path:
+        """Create this file to ask the launcher to stop the run."""
+        return self.root / "STOP"
+
+    @property
+    def processes(self) -> Path:
+        return self.root / "processes.json"
+
+    def stdout(self, rank: int) -> Path:
+        return self.logs_dir / f"rank{rank}.out.log"
+
+    def stderr(self, rank: int) -> Path:
+        return self.logs_dir / f"rank{rank}.err.log"
+
+    def rank_events(self, rank: int) -> Path:
+        return self.events_dir / f"rank{rank}.jsonl"
+
+    def create(self) -> None:
+        for folder in (self.root, self.events_dir, self.logs_dir):
+            folder.mkdir(parents=True, exist_ok=True)
+
+    def write_json(self, path: Path, data: Any) -> None:
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps(data, indent=2), encoding="utf-8")
+        os.replace(tmp, path)
+
+    def read_result(self) -> dict[str, Any] | None:
+        try:
+            return json.loads(self.result.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None

@@ -1,0 +1,66 @@
+"""Starts the launcher as a child process and reads its event stream (CLI, benchmarks).
+
+The window does the same through a QProcess; both speak to the launcher only
+through its stdin (``stop``) and its stdout (protocol events).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Iterator
+
+from ddpstudio.core import protocol
+from ddpstudio.core.plan import Plan
+from ddpstudio.core.platform import Platform, current
+from ddpstudio.core.policy import write_plan
+from ddpstudio.core.proctree import CREATE_NEW_PROCESS_GROUP
+
+
+def launcher_command(plan_path: str | Path, python: str | None = None) -> list[str]:
+    return [python or sys.executable, "-m", "ddpstudio.core.launcher", str(plan_path), "--stdin-control"]
+
+
+class Session:
+    """One run: ``start()``, iterate ``events()``, ``stop()`` at any time, then ``returncode``."""
+
+    def __init__(self, plan: Plan, platform: Platform | None = None) -> None:
+        self.plan, self.platform = plan, platform or current()
+        self.proc: subprocess.Popen | None = None
+        self.parser = protocol.EventParser()
+        self.final: protocol.Event | None = None
+
+    def start(self) -> None:
+        plan_path = write_plan(self.plan)
+        # Its own group/session: Ctrl+C reaches us, and we stop the run through stdin, in order.
+        extra = ({"creationflags": CREATE_NEW_PROCESS_GROUP} if self.platform.is_windows
+                 else {"start_new_session": True})
+        self.proc = subprocess.Popen(launcher_command(plan_path), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     text=True, encoding="utf-8", bufsize=1, **extra)
+
+    def events(self) -> Iterator[protocol.Event]:
+        assert self.proc is not None and self.proc.stdout is not None
+        for line in self.proc.stdout:
+            for event in self.parser.feed(line):
+                if event.type == protocol.RUN_FINISHED:
+                    self.final = event
+                yield event
+        self.proc.wait()
+
+    def stop(self) -> None:
+        if self.proc is None or self.proc.poll() is not None or self.proc.stdin is None:
+            return
+        try:
+            self.proc.stdin.write("stop\n")
+            self.proc.stdin.flush()
+        except OSError:
+            pass
+
+    @property
+    def returncode(self) -> int | None:
+        return None if self.proc is None else self.proc.poll()
+
+    @property
+    def state(self) -> str | None:
+        return self.final.get("state") if self.final else None

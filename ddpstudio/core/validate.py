@@ -1,0 +1,161 @@
+"""Checks a run request before anything starts; each problem names its field and the fix.
+
+The CLI prints the problems and exits non-zero; the window shows them next to
+the field and keeps Launch disabled. Nothing here creates files or folders.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from ddpstudio.core.plan import RecipeSpec, ScriptSpec
+
+DATA_SOURCES = ("synthetic", "folder", "cifar10")
+IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp"}
+
+
+@dataclass(frozen=True)
+class Problem:
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def nearest_existing(path: Path) -> Path:
+    path = path.absolute()
+    while not path.exists() and path.parent != path:
+        path = path.parent
+    return path
+
+
+def writable_problem(field: str, path: str, what: str) -> Problem | None:
+    """Is ``path`` (a folder, existing or to be created) writable? Probes with a temp file."""
+    target = Path(path).expanduser()
+    if target.exists() and not target.is_dir():
+        return Problem(field, f"the {what} {target} is a file, not a folder; choose a folder")
+    base = nearest_existing(target)
+    if not base.is_dir():
+        return Problem(field, f"the {what} {target} cannot be created because {base} is not a folder")
+    try:
+        with tempfile.TemporaryFile(dir=base):
+            pass
+    except OSError as exc:
+        return Problem(field, f"the {what} {target} is not writable ({exc.strerror or exc}); "
+                              "choose a folder you can write to")
+    return None
+
+
+def classification_models() -> list[str]:
+    import torchvision
+
+    return sorted(torchvision.models.list_models(module=torchvision.models))
+
+
+def check_recipe(spec: RecipeSpec) -> list[Problem]:
+    problems: list[Problem] = []
+    if spec.model not in classification_models():
+        problems.append(Problem("model", f"unknown model {spec.model!r}: use a torchvision classification model "
+                                         "such as resnet18, resnet50 or mobilenet_v3_small"))
+    if spec.data not in DATA_SOURCES:
+        problems.append(Problem("data", f"unknown data source {spec.data!r}: use synthetic, folder or cifar10"))
+    elif spec.data != "synthetic":
+        problems += check_data_dir(spec.data, spec.data_dir)
+    if spec.batch_size < 1:
+        problems.append(Problem("batch_size", f"batch size must be at least 1 (got {spec.batch_size})"))
+    if spec.epochs < 1:
+        problems.append(Problem("epochs", f"epochs must be at least 1 (got {spec.epochs})"))
+    if spec.max_steps is not None and spec.max_steps < 1:
+        problems.append(Problem("max_steps", f"max steps must be at least 1 (got {spec.max_steps})"))
+    if spec.lr <= 0:
+        problems.append(Problem("lr", f"the learning rate must be positive (got {spec.lr})"))
+    if spec.checkpoint_dir:
+        problem = writable_problem("checkpoint_dir", spec.checkpoint_dir, "checkpoint folder")
+        if problem:
+            problems.append(problem)
+    if spec.resume:
+        from ddpstudio.rank.checkpoint import CHECKPOINT_NAME
+
+        if not spec.checkpoint_dir:
+            problems.append(Problem("resume", "resume needs a checkpoint folder: give one"))
+        elif not (Path(spec.checkpoint_dir) / CHECKPOINT_NAME).is_file():
+            problems.append(Problem("resume", f"there is no {CHECKPOINT_NAME} in {spec.checkpoint_dir} to resume "
+                                              "from; train once with this checkpoint folder first"))
+    return problems
+
+
+def check_data_dir(kind: str, data_dir: str | None) -> list[Problem]:
+    if not data_dir:
+        return [Problem("data_dir", f"the {kind} data source needs a data folder: choose one")]
+    path = Path(data_dir).expanduser()
+    if not path.is_dir():
+        return [Problem("data_dir", f"the data folder {path} does not exist; choose an existing folder")]
+    if kind == "cifar10":
+        from ddpstudio.rank.data import CIFAR_FOLDER, cifar_root
+
+        if not (cifar_root(str(path)) / CIFAR_FOLDER / "data_batch_1").is_file():
+            return [Problem("data_dir", f"{path} does not hold CIFAR-10's {CIFAR_FOLDER} folder; unpack "
+                                        "cifar-10-python.tar.gz there")]
+        return []
+    classes = [d for d in path.iterdir() if d.is_dir()]
+    if not classes:
+        return [Problem("data_dir", f"the data folder {path} is empty: it needs one sub-folder of images per "
+                                    "class (ImageFolder layout)")]
+    if not any(f.suffix.lower() in IMAGE_SUFFIXES for d in classes for f in d.rglob("*")):
+        return [Problem("data_dir", f"no images found in the class folders of {path}; "
+                                    f"expected files such as {', '.join(sorted(IMAGE_SUFFIXES)[:3])}")]
+    return []
+
+
+def check_script(spec: ScriptSpec) -> list[Problem]:
+    if not spec.path:
+        return [Problem("script", "choose the training script to run")]
+    path = Path(spec.path).expanduser()
+    if not path.exists():
+        return [Problem("script", f"the script {path} does not exist; check the path")]
+    if not path.is_file():
+        return [Problem("script", f"{path} is a folder, not a script; choose a .py file")]
+    if spec.style not in ("args", "env"):
+        return [Problem("script_style", f"unknown script style {spec.style!r}: use args or env")]
+    if spec.cwd and not Path(spec.cwd).is_dir():
+        return [Problem("cwd", f"the working folder {spec.cwd} does not exist")]
+    return []
+
+
+def check_store_path(store_path: str | None) -> list[Problem]:
+    if not store_path or store_path.startswith("file:"):
+        return []
+    parent = str(Path(store_path).expanduser().absolute().parent)
+    problem = writable_problem("store_path", parent, "store folder")
+    return [problem] if problem else []
+
+
+def check_port(port: int | None) -> list[Problem]:
+    if port is None:
+        return []
+    from ddpstudio.core.ports import is_port_free, port_owner
+
+    if not 1 <= port <= 65535:
+        return [Problem("port", f"port {port} is out of range; use 1024-65535")]
+    if is_port_free(port):
+        return []
+    owner = port_owner(port) or {}
+    who = f" by {owner.get('name')} (pid {owner.get('pid')})" if owner.get("pid") else ""
+    return [Problem("port", f"port {port} is already in use{who}; choose another port or leave it empty "
+                            "to pick a free one")]
+
+
+def check_request(request) -> list[Problem]:
+    """All problems of a :class:`ddpstudio.core.policy.Request`, in field order."""
+    problems: list[Problem] = []
+    if request.recipe is not None:
+        problems += check_recipe(request.recipe)
+    if request.script is not None:
+        problems += check_script(request.script)
+    problems += check_store_path(request.store_path)
+    problems += check_port(request.port)
+    return problems

@@ -1,0 +1,224 @@
+"""The built-in recipe, run once per rank: ``python -m ddpstudio.rank.recipe PLAN.json``.
+
+DistributedSampler with set_epoch, DDP wrap, global loss averaged across
+ranks, samples/s, time waiting for data, checkpoint on rank 0 after a barrier
+each epoch, resume with the right map_location. Also runs under torchrun
+(``--init-method env://``), which the overhead benchmark relies on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+import traceback
+from datetime import timedelta
+
+from ddpstudio.core import protocol
+from ddpstudio.core.plan import Plan, RecipeSpec
+from ddpstudio.rank.emit import Emitter, rank_from_env
+
+
+def _parse(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="ddpstudio.rank.recipe")
+    p.add_argument("plan")
+    p.add_argument("--init-method", help="override the plan's init method (e.g. env:// under torchrun)")
+    return p.parse_args(argv)
+
+
+class Trainer:
+    def __init__(self, plan: Plan, init_method: str, emitter: Emitter) -> None:
+        import torch
+
+        self.plan, self.spec, self.emit = plan, plan.recipe or RecipeSpec(), emitter
+        self.rank = rank_from_env()
+        self.world_size = int(os.environ.get("WORLD_SIZE", plan.world_size))
+        self.local_rank = int(os.environ.get("LOCAL_RANK", self.rank))
+        self.init_method = init_method
+        if plan.device == "cuda":
+            torch.cuda.set_device(self.local_rank)
+            self.device = torch.device("cuda", self.local_rank)
+        else:
+            torch.set_num_threads(max(1, self.spec.threads))
+            self.device = torch.device("cpu")
+
+    def setup(self) -> None:
+        import torch
+        import torch.distributed as dist
+        import torchvision
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        from torch.utils.data import DataLoader, DistributedSampler
+
+        from ddpstudio.rank.data import build_dataset
+
+        dist.init_process_group(
+            self.plan.backend,
+            init_method=self.init_method,
+            rank=self.rank,
+            world_size=self.world_size,
+            timeout=timedelta(seconds=self.plan.rendezvous_timeout),
+        )
+        self.emit.emit(protocol.RANK_JOINED, pid=os.getpid(), device=str(self.device))
+        spec = self.spec
+        torch.manual_seed(spec.seed)
+        dataset, classes = build_dataset(spec)
+        if len(dataset) == 0:
+            raise ValueError(f"the dataset in {spec.data_dir} has no samples")
+        self.sampler = DistributedSampler(dataset, num_replicas=self.world_size, rank=self.rank,
+                                          shuffle=True, seed=spec.seed, drop_last=True)
+        self.loader = DataLoader(dataset, batch_size=spec.batch_size, sampler=self.sampler,
+                                 num_workers=spec.workers, drop_last=True,
+                                 pin_memory=self.device.type == "cuda",
+                                 persistent_workers=spec.workers > 0)
+        if len(self.loader) == 0:
+            raise ValueError(
+                f"{len(dataset)} samples are too few for {self.world_size} ranks x batch {spec.batch_size}; "
+                "lower the batch size or add data")
+        model = torchvision.models.get_model(spec.model, weights=None, num_classes=classes).to(self.device)
+        self.model = DDP(model, device_ids=[self.local_rank] if self.device.type == "cuda" else None)
+        self.lr = spec.lr * (self.world_size if spec.scale_lr else 1)
+        self.optimizer = torch.optim.SGD(self.model.parameters(), lr=self.lr, momentum=0.9, weight_decay=1e-4)
+        self.use_amp = spec.amp and self.device.type == "cuda"
+        self.scaler = torch.amp.GradScaler("cuda", enabled=self.use_amp)
+        self.loss_fn = torch.nn.CrossEntropyLoss()
+        self.epoch, self.skip, self.global_step = 0, 0, 0
+        if spec.resume:
+            self._resume()
+
+    # -- checkpoints -----------------------------------------------------
+    def _resume(self) -> None:
+        from ddpstudio.rank.checkpoint import checkpoint_path, load
+
+        path = checkpoint_path(self.spec.checkpoint_dir)
+        state = load(path, self.device)
+        self.model.module.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scaler.load_state_dict(state["scaler"])
+        self.global_step = state["global_step"]
+        self.epoch = state["epoch"] + (1 if state["epoch_complete"] else 0)
+        self.skip = 0 if state["epoch_complete"] else state["step_in_epoch"]
+        if self.rank == 0:
+            self.emit.emit(protocol.LOG, stream="recipe",
+                           line=f"resumed from {path} at step {self.global_step} (epoch {self.epoch})")
+
+    def _save(self, epoch: int, step_in_epoch: int, complete: bool) -> None:
+        import torch.distributed as dist
+
+        from ddpstudio.rank.checkpoint import checkpoint_path, remove_partial, save_atomic
+
+        if not self.spec.checkpoint_dir:
+            return
+        dist.barrier()  # every rank has finished the step we are about to record
+        if self.rank == 0:
+            remove_partial(self.spec.checkpoint_dir)
+            path = save_atomic(
+                {"model": self.model.module.state_dict(), "optimizer": self.optimizer.state_dict(),
+                 "scaler": self.scaler.state_dict(), "epoch": epoch, "step_in_epoch": step_in_epoch,
+                 "epoch_complete": complete, "global_step": self.global_step,
+                 "model_name": self.spec.model, "world_size": self.world_size},
+                checkpoint_path(self.spec.checkpoint_dir))
+            self.emit.emit(protocol.CHECKPOINT_SAVED, path=str(path), epoch=epoch, step=self.global_step)
+        dist.barrier()
+
+    # -- the loop ----------------------------------------------------------
+    def _global_mean(self, value: float) -> float:
+        import torch
+        import torch.distributed as dist
+
+        t = torch.tensor([value], dtype=torch.float64, device=self.device)
+        dist.all_reduce(t)
+        return t.item() / self.world_size
+
+    def _train_step(self, images, labels) -> float:
+        import torch
+
+        images = images.to(self.device, non_blocking=True)
+        labels = labels.to(self.device, non_blocking=True)
+        with torch.autocast(self.device.type, enabled=self.use_amp):
+            loss = self.loss_fn(self.model(images), labels)
+        self.optimizer.zero_grad(set_to_none=True)
+        self.scaler.scale(loss).backward()
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        return loss.item()
+
+    def _done(self) -> bool:
+        return self.spec.max_steps is not None and self.global_step >= self.spec.max_steps
+
+    def run(self) -> None:
+        spec, batch = self.spec, self.spec.batch_size
+        while self.epoch < spec.epochs and not self._done():
+            epoch = self.epoch
+            self.sampler.set_epoch(epoch)
+            self.model.train()
+            t_epoch, wait_total, loss_sum, n = time.perf_counter(), 0.0, 0.0, 0
+            step_in_epoch = 0
+            it = iter(self.loader)
+            t_prev = time.perf_counter()
+            for step_in_epoch in range(len(self.loader)):
+                t_wait = time.perf_counter()
+                images, labels = next(it)
+                if step_in_epoch < self.skip:  # resuming mid-epoch: same order, skip what was done
+                    t_prev = time.perf_counter()
+                    continue
+                waited = time.perf_counter() - t_wait
+                loss = self._train_step(images, labels)
+                self.global_step += 1
+                now = time.perf_counter()
+                dt, t_prev = now - t_prev, now
+                wait_total, loss_sum, n = wait_total + waited, loss_sum + loss, n + 1
+                self.emit.emit(protocol.STEP, step=self.global_step, epoch=epoch, loss=loss,
+                               samples_per_s=batch / dt if dt > 0 else None, data_wait=waited / dt if dt else 0.0)
+                if self.global_step % spec.log_every == 0:
+                    mean = self._global_mean(loss)
+                    if self.rank == 0:
+                        self.emit.emit(protocol.GLOBAL_STEP, rank=None, step=self.global_step, epoch=epoch,
+                                       loss=mean, samples_per_s=self.world_size * batch / dt if dt else None,
+                                       steps_per_epoch=len(self.loader), total_steps=self._total_steps())
+                if self._done():
+                    break
+            self.skip = 0
+            duration = time.perf_counter() - t_epoch
+            complete = step_in_epoch == len(self.loader) - 1
+            mean_loss = self._global_mean(loss_sum / n if n else 0.0)
+            if self.rank == 0:
+                self.emit.emit(protocol.EPOCH_END, rank=None, epoch=epoch, loss=mean_loss, duration_s=duration,
+                               samples_per_s=self.world_size * batch * n / duration if duration else None,
+                               data_wait_fraction=wait_total / duration if duration else 0.0,
+                               complete=complete)
+            self._save(epoch, step_in_epoch + 1, complete)
+            self.epoch += 1
+
+    def _total_steps(self) -> int:
+        total = len(self.loader) * self.spec.epochs
+        return min(total, self.spec.max_steps) if self.spec.max_steps else total
+
+    def close(self) -> None:
+        import torch.distributed as dist
+
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parse(argv)
+    emitter = Emitter(rank_from_env())
+    trainer = None
+    try:
+        plan = Plan.read(args.plan)
+        trainer = Trainer(plan, args.init_method or plan.init_method, emitter)
+        trainer.setup()
+        trainer.run()
+        trainer.close()
+        return 0
+    except Exception as exc:  # reported as an event, then the traceback goes to stderr too
+        emitter.emit(protocol.ERROR, message=f"{type(exc).__name__}: {exc}",
+                     traceback=traceback.format_exc(limit=20))
+        raise
+    finally:
+        emitter.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
