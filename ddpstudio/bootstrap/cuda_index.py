@@ -99,7 +99,7 @@ def table_markdown() -> str:
     rows = ["| Driver supports (NVML's CUDA version) | PyTorch build | Wheel index |", "|---|---|---|"]
     newer: CudaVersion | None = None
     for build in CUDA_BUILDS:
-        span = f"CUDA {build.cuda} or newer" if newer is None else f"CUDA {build.cuda} up to below {newer}"
+        span = f"CUDA {build.cuda} or newer" if newer is None else f"CUDA {build.cuda} or newer, below {newer}"
         rows.append(f"| {span} (driver {build.driver_series} or newer) | `{build.tag}` | {build.index_url} |")
         newer = build.cuda
     rows.append(f"| older than CUDA {CUDA_BUILDS[-1].cuda} | none: \"driver too old\" message (or the CPU build, if the user asks) | - |")

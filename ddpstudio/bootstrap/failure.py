@@ -22,6 +22,7 @@ class Problem(Enum):
     FILES_MISSING = 7
     INSTALL_FAILED = 8
     FILES_IN_USE = 9
+    CANCELLED = 10
 
     @property
     def exit_code(self) -> int:
@@ -142,4 +143,22 @@ def from_uv(step: str, output: str, returncode: int) -> BootstrapFailure:
         f"Setting up failed while {step}. The log shows uv's own message. Click Retry; if it fails again, "
         "save the log (bootstrap.log in DDP Studio's folder) and send it to us.",
         detail,
+    )
+
+
+def unexpected(exc: BaseException) -> BootstrapFailure:
+    import traceback
+
+    return BootstrapFailure(
+        Problem.UNEXPECTED,
+        f"Setting up stopped because of an unexpected error ({type(exc).__name__}: {exc}). Click Retry; if it "
+        "happens again, send us the log (bootstrap.log in DDP Studio's folder).",
+        "".join(traceback.format_exception(exc)),
+    )
+
+
+def cancelled() -> BootstrapFailure:
+    return BootstrapFailure(
+        Problem.CANCELLED,
+        "Setup was stopped before it finished. Start DDP Studio (or choose \"Repair DDP Studio\") to finish it.",
     )

@@ -21,6 +21,28 @@ from ddpstudio.core.platform import Platform
 TAIL_LINES = 400
 
 
+class Running:
+    """The child process now running, so a window can stop it when the user closes it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._proc: subprocess.Popen[str] | None = None
+        self.cancelled = threading.Event()
+
+    def _set(self, proc: subprocess.Popen[str] | None) -> None:
+        with self._lock:
+            self._proc = proc
+            if proc is not None and self.cancelled.is_set():
+                proc.kill()
+
+    def cancel(self) -> None:
+        """Kills the current child (and every later one) and waits for nothing."""
+        self.cancelled.set()
+        with self._lock:
+            if self._proc is not None and self._proc.poll() is None:
+                self._proc.kill()
+
+
 @dataclass(frozen=True)
 class Result:
     returncode: int
@@ -40,6 +62,7 @@ def run(
     env: Mapping[str, str] | None = None,
     cwd: Path | None = None,
     timeout: float | None = None,
+    running: Running | None = None,
 ) -> Result:
     """Runs ``command`` to completion (killing it after ``timeout`` seconds)."""
     tail: deque[str] = deque(maxlen=TAIL_LINES)
@@ -55,6 +78,8 @@ def run(
         errors="replace",
         creationflags=no_console_flags(platform),
     )
+    if running is not None:
+        running._set(proc)
     expired = threading.Event()
 
     def _expire() -> None:
@@ -75,6 +100,8 @@ def run(
     finally:
         if timer:
             timer.cancel()
+        if running is not None:
+            running._set(None)
         # Never leave a child behind, whatever happened to the reader.
         if proc.poll() is None:
             proc.kill()

@@ -75,9 +75,18 @@ def judge(result: dict[str, Any], build: TorchBuild) -> None:
         )
 
 
-def verify(python: Path, build: TorchBuild, platform: Platform, on_line: Callable[[str], None], env: dict[str, str]) -> dict[str, Any]:
+def verify(
+    python: Path,
+    build: TorchBuild,
+    platform: Platform,
+    on_line: Callable[[str], None],
+    env: dict[str, str],
+    running: process.Running | None = None,
+) -> dict[str, Any]:
     """Runs the check with ``python``; returns its result or raises BootstrapFailure."""
-    outcome = process.run([python, "-c", CHECK_SCRIPT], platform, on_line, env=env, timeout=TIMEOUT_S)
+    outcome = process.run([python, "-c", CHECK_SCRIPT], platform, on_line, env=env, timeout=TIMEOUT_S, running=running)
+    if running is not None and running.cancelled.is_set():
+        raise failure.cancelled()
     result = parse(outcome.output)
     if outcome.timed_out:
         raise failure.not_verified("checking PyTorch took longer than 10 minutes.", outcome.output[-2000:])

@@ -1,0 +1,134 @@
+"""Builds the Windows installer: ``python installer/build.py``.
+
+Works on Linux (makensis from Debian's ``nsis``) and on Windows (NSIS from
+nsis.sourceforge.io or ``choco install nsis``), from a clean checkout:
+
+1. the version comes from the package (``ddpstudio.__version__``);
+2. the app wheel is built with ``pip wheel --no-deps``;
+3. ``uv.exe`` is taken from uv's Windows wheel on PyPI (pinned, cached in build/);
+4. the icon comes from ``resources/ddpstudio.ico``;
+5. makensis compiles installer/ddpstudio.nsi into ``dist/DDPStudio-Setup-<version>.exe``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+sys.path.insert(0, str(HERE))
+
+import uvbinary  # noqa: E402  (installer/ is not a package)
+
+SCRIPT = HERE / "ddpstudio.nsi"
+ICON = REPO / "resources" / "ddpstudio.ico"
+
+
+def package_version(repo: Path = REPO) -> str:
+    """``ddpstudio.__version__``, read from the source without importing the package."""
+    text = (repo / "ddpstudio" / "__init__.py").read_text(encoding="utf-8")
+    match = re.search(r'^__version__\s*=\s*["\']([^"\']+)["\']', text, re.M)
+    if not match:
+        raise SystemExit("ddpstudio/__init__.py has no __version__")
+    return match.group(1)
+
+
+def python_version(repo: Path = REPO) -> str:
+    """The Python the bootstrap uses (``ddpstudio.bootstrap.pins.PYTHON_VERSION``)."""
+    text = (repo / "ddpstudio" / "bootstrap" / "pins.py").read_text(encoding="utf-8")
+    match = re.search(r'^PYTHON_VERSION\s*=\s*["\']([^"\']+)["\']', text, re.M)
+    if not match:
+        raise SystemExit("ddpstudio/bootstrap/pins.py has no PYTHON_VERSION")
+    return match.group(1)
+
+
+def version_quad(version: str) -> str:
+    """Windows' file version: four numbers ("0.2.0rc1" -> "0.2.0.0")."""
+    numbers = [int(n) for n in re.findall(r"\d+", version.split("+")[0].split("rc")[0].split("a")[0].split("b")[0])]
+    return ".".join(str(n) for n in (numbers + [0, 0, 0, 0])[:4])
+
+
+def build_wheel(out_dir: Path, repo: Path = REPO) -> Path:
+    """The app's wheel (no dependencies: the bootstrap installs those)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for old in out_dir.glob("ddpstudio-*.whl"):
+        old.unlink()
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", str(out_dir), str(repo)],
+        check=True,
+    )
+    wheels = sorted(out_dir.glob("ddpstudio-*.whl"))
+    if len(wheels) != 1:
+        raise SystemExit(f"expected one ddpstudio wheel in {out_dir}, found {[w.name for w in wheels]}")
+    return wheels[0]
+
+
+def find_makensis(explicit: str | None = None) -> str:
+    """makensis from --makensis, PATH, or NSIS' default Windows folders."""
+    candidates = [explicit] if explicit else []
+    candidates.append(shutil.which("makensis"))
+    for base in (os.environ.get("ProgramFiles(x86)"), os.environ.get("ProgramFiles")):
+        if base:
+            candidates.append(str(Path(base) / "NSIS" / "makensis.exe"))
+    for candidate in candidates:
+        if candidate and Path(candidate).is_file():
+            return candidate
+    raise SystemExit("makensis not found: install NSIS (Debian: apt-get install nsis; Windows: choco install nsis)")
+
+
+def stage(build_dir: Path, wheel: Path) -> Path:
+    """Collects exactly what the installer ships into one folder."""
+    folder = build_dir / "stage"
+    shutil.rmtree(folder, ignore_errors=True)
+    (folder / "wheels").mkdir(parents=True)
+    shutil.copy2(wheel, folder / "wheels" / wheel.name)
+    shutil.copy2(ICON, folder / "ddpstudio.ico")
+    cached = build_dir / "uv-cache" / f"uv-{uvbinary.UV_VERSION}-{uvbinary.WINDOWS}.exe"
+    uvbinary.uv_binary(uvbinary.WINDOWS, build_dir / "uv-cache", cached)
+    shutil.copy2(cached, folder / "uv.exe")
+    return folder
+
+
+def compile_installer(makensis: str, staged: Path, wheel: Path, version: str, out_file: Path) -> None:
+    out_file.parent.mkdir(parents=True, exist_ok=True)
+    defines = {
+        "VERSION": version,
+        "VERSION_QUAD": version_quad(version),
+        "APP_WHEEL": wheel.name,
+        "PYTHON_VERSION": python_version(),
+        "STAGE": str(staged),
+        "OUTFILE": str(out_file),
+    }
+    # -WX: a warning (an unused function, a missing file) fails the build.
+    command = [makensis, "-V2", "-WX", "-NOCD", *(f"-D{k}={v}" for k, v in defines.items()), str(SCRIPT)]
+    subprocess.run(command, check=True, cwd=HERE)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out-dir", type=Path, default=REPO / "dist", help="where the installer goes (default: dist/)")
+    parser.add_argument("--build-dir", type=Path, default=REPO / "build" / "installer", help="staging and download cache")
+    parser.add_argument("--makensis", help="path to makensis (default: PATH, then NSIS' Windows folders)")
+    args = parser.parse_args(argv)
+
+    if not ICON.is_file():
+        raise SystemExit(f"{ICON} is missing: run python resources/make_icon.py")
+    version = package_version()
+    makensis = find_makensis(args.makensis)
+    build_dir = args.build_dir.resolve()
+    wheel = build_wheel(build_dir / "dist")
+    staged = stage(build_dir, wheel)
+    out_file = args.out_dir.resolve() / f"DDPStudio-Setup-{version}.exe"
+    compile_installer(makensis, staged, wheel, version, out_file)
+    print(f"{out_file} ({out_file.stat().st_size / 1e6:.1f} MB)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,243 @@
+; DDP Studio: per-user Windows installer (no administrator rights).
+;
+; Built by installer/build.py, which passes:
+;   VERSION         the app's version (ddpstudio.__version__), e.g. 0.1.0
+;   VERSION_QUAD    the same as four numbers for the file's version resource
+;   APP_WHEEL       the app wheel's file name
+;   PYTHON_VERSION  the Python the bootstrap asks uv for (ddpstudio.bootstrap.pins)
+;   STAGE           a folder holding uv.exe, ddpstudio.ico and wheels\APP_WHEEL
+;   OUTFILE         where to write DDPStudio-Setup-VERSION.exe
+;
+; What it does: copies uv.exe, the icon and the wheel into
+; $LOCALAPPDATA\Programs\DDPStudio, lets uv fetch Python into that folder,
+; makes a tiny "bootstrap" venv holding only the app wheel, and runs
+; `python -m ddpstudio.bootstrap setup`, which chooses the PyTorch build
+; for the NVIDIA driver and builds the app's environment (its own progress
+; window; with /S it runs headless and its exit code becomes ours).
+; Shortcuts start `pythonw -m ddpstudio.bootstrap launch`, which opens the
+; app, or finishes the setup first if it did not complete here.
+;
+; Silent install: DDPStudio-Setup-X.exe /S  (exit code 0 = set up and verified)
+; Silent uninstall: Uninstall.exe /S [/REMOVEDATA]
+
+!macro Require NAME
+  !ifndef ${NAME}
+    !error "${NAME} is not defined: build with installer/build.py"
+  !endif
+!macroend
+!insertmacro Require VERSION
+!insertmacro Require VERSION_QUAD
+!insertmacro Require APP_WHEEL
+!insertmacro Require PYTHON_VERSION
+!insertmacro Require STAGE
+!insertmacro Require OUTFILE
+
+Unicode true
+ManifestDPIAware true
+Target amd64-unicode ; uv.exe and PyTorch's Windows wheels are x64 only
+SetCompressor /SOLID lzma
+RequestExecutionLevel user
+
+!define APP_NAME "DDP Studio"
+!define APP_ID "DDPStudio"
+!define PUBLISHER "DDP Studio"
+!define UNINSTALL_KEY "Software\Microsoft\Windows\CurrentVersion\Uninstall\${APP_ID}"
+; Run history, settings and logs (ddpstudio.core.paths: platformdirs' per-user data folder).
+!define DATA_DIR "$LOCALAPPDATA\DDPStudio"
+!define MENU_DIR "$SMPROGRAMS\${APP_NAME}"
+!define LAUNCHER "$INSTDIR\bootstrap\Scripts\pythonw.exe"
+!define BOOTSTRAP_PYTHON "$INSTDIR\bootstrap\Scripts\python.exe"
+
+Name "${APP_NAME} ${VERSION}"
+OutFile "${OUTFILE}"
+InstallDir "$LOCALAPPDATA\Programs\${APP_ID}"
+InstallDirRegKey HKCU "${UNINSTALL_KEY}" "InstallLocation"
+BrandingText "${APP_NAME} ${VERSION}"
+ShowInstDetails show
+ShowUninstDetails show
+
+VIProductVersion "${VERSION_QUAD}"
+VIAddVersionKey "ProductName" "${APP_NAME}"
+VIAddVersionKey "ProductVersion" "${VERSION}"
+VIAddVersionKey "FileVersion" "${VERSION}"
+VIAddVersionKey "FileDescription" "${APP_NAME} setup"
+VIAddVersionKey "CompanyName" "${PUBLISHER}"
+VIAddVersionKey "LegalCopyright" "BSD-3-Clause"
+
+!include "MUI2.nsh"
+!include "LogicLib.nsh"
+!include "FileFunc.nsh"
+
+!define MUI_ICON "${STAGE}\ddpstudio.ico"
+!define MUI_UNICON "${STAGE}\ddpstudio.ico"
+!define MUI_ABORTWARNING
+!define MUI_WELCOMEPAGE_TITLE "Install ${APP_NAME} ${VERSION}"
+!define MUI_WELCOMEPAGE_TEXT "${APP_NAME} trains PyTorch models on all the GPUs of this computer.$\r$\n$\r$\nSetup installs it for you only: no administrator rights are needed.$\r$\n$\r$\nAt the end, Setup downloads Python and PyTorch (a few GB, once) and picks the PyTorch build that fits your NVIDIA driver. A window shows the progress. Keep the computer connected to the internet.$\r$\n$\r$\nClick Next to continue."
+!define MUI_COMPONENTSPAGE_NODESC
+!define MUI_FINISHPAGE_RUN
+!define MUI_FINISHPAGE_RUN_TEXT "Start ${APP_NAME}"
+!define MUI_FINISHPAGE_RUN_FUNCTION StartApp
+
+!insertmacro MUI_PAGE_WELCOME
+!insertmacro MUI_PAGE_COMPONENTS
+!insertmacro MUI_PAGE_DIRECTORY
+!insertmacro MUI_PAGE_INSTFILES
+!insertmacro MUI_PAGE_FINISH
+
+!insertmacro MUI_UNPAGE_CONFIRM
+!insertmacro MUI_UNPAGE_INSTFILES
+
+!insertmacro MUI_LANGUAGE "English"
+
+; uv keeps its Pythons and its cache inside the installation, so the
+; uninstaller removes them (and nothing of the user's own uv is touched).
+!macro UseOwnUvFolders
+  System::Call 'Kernel32::SetEnvironmentVariable(t "UV_PYTHON_INSTALL_DIR", t "$INSTDIR\python")i'
+  System::Call 'Kernel32::SetEnvironmentVariable(t "UV_CACHE_DIR", t "$INSTDIR\cache")i'
+  System::Call 'Kernel32::SetEnvironmentVariable(t "VIRTUAL_ENV", n)i'
+!macroend
+
+Section "${APP_NAME} (required)" SecApp
+  SectionIn RO
+  SetOutPath "$INSTDIR"
+  File "${STAGE}\uv.exe"
+  File "${STAGE}\ddpstudio.ico"
+  ; An upgrade replaces the wheel; the bootstrap installs the newest one.
+  Delete "$INSTDIR\wheels\ddpstudio-*.whl"
+  SetOutPath "$INSTDIR\wheels"
+  File "${STAGE}\wheels\${APP_WHEEL}"
+  SetOutPath "$INSTDIR"
+
+  WriteUninstaller "$INSTDIR\Uninstall.exe"
+  WriteRegStr HKCU "${UNINSTALL_KEY}" "DisplayName" "${APP_NAME}"
+  WriteRegStr HKCU "${UNINSTALL_KEY}" "DisplayVersion" "${VERSION}"
+  WriteRegStr HKCU "${UNINSTALL_KEY}" "Publisher" "${PUBLISHER}"
+  WriteRegStr HKCU "${UNINSTALL_KEY}" "DisplayIcon" "$INSTDIR\ddpstudio.ico"
+  WriteRegStr HKCU "${UNINSTALL_KEY}" "InstallLocation" "$INSTDIR"
+  WriteRegStr HKCU "${UNINSTALL_KEY}" "UninstallString" '"$INSTDIR\Uninstall.exe"'
+  WriteRegStr HKCU "${UNINSTALL_KEY}" "QuietUninstallString" '"$INSTDIR\Uninstall.exe" /S'
+  WriteRegDWORD HKCU "${UNINSTALL_KEY}" "NoModify" 1
+  WriteRegDWORD HKCU "${UNINSTALL_KEY}" "NoRepair" 1
+
+  !insertmacro UseOwnUvFolders
+  Call PrepareBootstrapPython
+
+  ; Shortcuts start the launcher, which exists from now on (see the header).
+  CreateDirectory "${MENU_DIR}"
+  CreateShortCut "${MENU_DIR}\${APP_NAME}.lnk" "${LAUNCHER}" '-m ddpstudio.bootstrap launch --root "$INSTDIR"' "$INSTDIR\ddpstudio.ico" 0 SW_SHOWNORMAL "" "Train PyTorch models on all your GPUs"
+  CreateShortCut "${MENU_DIR}\Repair ${APP_NAME}.lnk" "${LAUNCHER}" '-m ddpstudio.bootstrap repair --root "$INSTDIR"' "$INSTDIR\ddpstudio.ico" 0 SW_SHOWNORMAL "" "Install PyTorch and ${APP_NAME} again"
+  CreateShortCut "${MENU_DIR}\Uninstall ${APP_NAME}.lnk" "$INSTDIR\Uninstall.exe"
+SectionEnd
+
+Section "Desktop shortcut" SecDesktop
+  CreateShortCut "$DESKTOP\${APP_NAME}.lnk" "${LAUNCHER}" '-m ddpstudio.bootstrap launch --root "$INSTDIR"' "$INSTDIR\ddpstudio.ico" 0 SW_SHOWNORMAL "" "Train PyTorch models on all your GPUs"
+SectionEnd
+
+Section "-Set up PyTorch" SecSetup
+  Call RunBootstrap
+  ; For "Installed apps". env\ holds the packages; cache\ is hardlinked to
+  ; them, so counting it too would double the size.
+  ${GetSize} "$INSTDIR\env" "/S=0K" $0 $1 $2
+  ${GetSize} "$INSTDIR\python" "/S=0K" $3 $1 $2
+  IntOp $0 $0 + $3
+  IntOp $0 $0 + 20000
+  WriteRegDWORD HKCU "${UNINSTALL_KEY}" "EstimatedSize" "$0"
+SectionEnd
+
+Function .onInit
+  SetShellVarContext current ; per-user Start menu and desktop
+FunctionEnd
+
+Function un.onInit
+  SetShellVarContext current
+FunctionEnd
+
+; Python for the bootstrap: uv downloads it into $INSTDIR\python (no PATH,
+; no registry entries), then a venv holding only the app wheel.
+Function PrepareBootstrapPython
+  retry:
+  DetailPrint "Getting Python ${PYTHON_VERSION} (about 30 MB)..."
+  nsExec::ExecToLog '"$INSTDIR\uv.exe" python install ${PYTHON_VERSION} --no-config --no-bin --no-registry'
+  Pop $0
+  ${If} $0 != 0
+    MessageBox MB_RETRYCANCEL|MB_ICONEXCLAMATION "${APP_NAME} could not download Python.$\r$\n$\r$\nCheck that this computer is connected to the internet (at work: that the proxy or firewall allows github.com and pypi.org), then click Retry." /SD IDCANCEL IDRETRY retry
+    SetErrorLevel 3
+    Abort "Python could not be downloaded."
+  ${EndIf}
+  nsExec::ExecToLog '"$INSTDIR\uv.exe" venv --no-config --python ${PYTHON_VERSION} --managed-python --clear "$INSTDIR\bootstrap"'
+  Pop $0
+  ${If} $0 == 0
+    nsExec::ExecToLog '"$INSTDIR\uv.exe" pip install --no-config --python "${BOOTSTRAP_PYTHON}" --no-deps --reinstall "$INSTDIR\wheels\${APP_WHEEL}"'
+    Pop $0
+  ${EndIf}
+  ${If} $0 != 0
+    MessageBox MB_RETRYCANCEL|MB_ICONEXCLAMATION "${APP_NAME} could not prepare its Python folder in $INSTDIR.$\r$\n$\r$\nIf the disk is full, free some space. If ${APP_NAME} is running, close it. Then click Retry." /SD IDCANCEL IDRETRY retry
+    SetErrorLevel 8
+    Abort "The Python folder could not be prepared."
+  ${EndIf}
+FunctionEnd
+
+; The environment itself. Interactive: the bootstrap's own window (a log,
+; a progress bar, Retry); closing it early is fine, the first start
+; finishes the job. Silent: headless, and a failure is our exit code.
+Function RunBootstrap
+  ${If} ${Silent}
+    DetailPrint "Setting up PyTorch (log: $INSTDIR\logs\bootstrap.log)..."
+    nsExec::ExecToLog '"${BOOTSTRAP_PYTHON}" -m ddpstudio.bootstrap setup --root "$INSTDIR" --no-window'
+    Pop $0
+    ${If} $0 != 0
+      DetailPrint "PyTorch setup failed (exit code $0); see $INSTDIR\logs\bootstrap.log"
+      SetErrorLevel $0
+    ${EndIf}
+  ${Else}
+    DetailPrint "Setting up PyTorch: a separate window shows the progress..."
+    ExecWait '"${LAUNCHER}" -m ddpstudio.bootstrap setup --root "$INSTDIR"' $0
+    ${If} $0 != 0
+      DetailPrint "PyTorch is not set up yet. ${APP_NAME} finishes the setup when you start it."
+    ${EndIf}
+  ${EndIf}
+FunctionEnd
+
+Function StartApp
+  Exec '"${LAUNCHER}" -m ddpstudio.bootstrap launch --root "$INSTDIR"'
+FunctionEnd
+
+Section "Uninstall"
+  ; Keep run history and settings unless the user says otherwise
+  ; (silently: only with /REMOVEDATA).
+  ${GetParameters} $R0
+  ClearErrors
+  ${GetOptions} $R0 "/REMOVEDATA" $R1
+  ${IfNot} ${Errors}
+    RMDir /r "${DATA_DIR}"
+  ${Else}
+    MessageBox MB_YESNO|MB_ICONQUESTION|MB_DEFBUTTON2 "Also delete your ${APP_NAME} run history and settings?$\r$\n$\r$\nThey are in ${DATA_DIR}. Choose No to keep them for a later installation." /SD IDNO IDNO keep_data
+    RMDir /r "${DATA_DIR}"
+    keep_data:
+  ${EndIf}
+
+  Delete "$DESKTOP\${APP_NAME}.lnk"
+  Delete "${MENU_DIR}\${APP_NAME}.lnk"
+  Delete "${MENU_DIR}\Repair ${APP_NAME}.lnk"
+  Delete "${MENU_DIR}\Uninstall ${APP_NAME}.lnk"
+  RMDir "${MENU_DIR}"
+
+  ; Only what the installer and the bootstrap created: never RMDir /r
+  ; $INSTDIR itself, in case someone installed into a folder of their own.
+  RMDir /r "$INSTDIR\env"
+  RMDir /r "$INSTDIR\bootstrap"
+  RMDir /r "$INSTDIR\python"
+  RMDir /r "$INSTDIR\cache"
+  RMDir /r "$INSTDIR\wheels"
+  RMDir /r "$INSTDIR\logs"
+  Delete "$INSTDIR\uv.exe"
+  Delete "$INSTDIR\ddpstudio.ico"
+  Delete "$INSTDIR\Uninstall.exe"
+  RMDir "$INSTDIR"
+  DeleteRegKey HKCU "${UNINSTALL_KEY}"
+
+  ${If} ${FileExists} "$INSTDIR\env\*.*"
+    MessageBox MB_OK|MB_ICONEXCLAMATION "Some files in $INSTDIR could not be removed because ${APP_NAME} (or a training run) is still running. Close it, then delete that folder." /SD IDOK
+    SetErrorLevel 9
+  ${EndIf}
+SectionEnd

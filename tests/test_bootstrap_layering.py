@@ -1,0 +1,43 @@
+"""The bootstrap runs before torch, Qt or any dependency exists: it may use the stdlib only."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import ddpstudio.bootstrap
+
+PACKAGE = Path(ddpstudio.bootstrap.__file__).parent
+ALLOWED_OWN = ("ddpstudio.bootstrap", "ddpstudio.core.platform")
+
+
+def imported_modules(path: Path) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+    return names
+
+
+def test_only_stdlib_and_the_platform_seam():
+    for path in sorted(PACKAGE.glob("*.py")):
+        for name in imported_modules(path):
+            top = name.split(".")[0]
+            ok = top in sys.stdlib_module_names or top == "__future__" or name.startswith(ALLOWED_OWN)
+            assert ok, f"{path.name} imports {name}"
+
+
+def test_importing_everything_pulls_in_no_dependency():
+    code = (
+        "import sys, pkgutil, importlib, ddpstudio.bootstrap as b\n"
+        "for m in pkgutil.iter_modules(b.__path__):\n"
+        "    if m.name not in ('__main__', 'window'): importlib.import_module('ddpstudio.bootstrap.' + m.name)\n"
+        "bad = sorted({n.split('.')[0] for n in sys.modules} & {'torch','PySide6','pyqtgraph','pynvml','psutil','platformdirs','numpy'})\n"
+        "print(bad)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True).stdout
+    assert out.strip() == "[]"

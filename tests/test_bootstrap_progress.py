@@ -1,0 +1,96 @@
+"""What the setup window offers when: the Tk-free model, and the real Tk window if a display exists."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from ddpstudio.bootstrap import failure
+from ddpstudio.bootstrap.environment import STEPS, Options
+from ddpstudio.bootstrap.events import Failed, Finished, LogLine, StepStarted
+from ddpstudio.bootstrap.progress import STEP_WEIGHTS, ProgressModel
+from ddpstudio.core.platform import LINUX
+
+
+def test_weights_cover_every_step():
+    assert len(STEP_WEIGHTS) == len(STEPS)
+
+
+def test_running_then_done():
+    model = ProgressModel()
+    assert model.percent == 0 and not model.can_retry and not model.can_start_app
+    model.apply(StepStarted(1, 5, STEPS[0]))
+    model.apply(StepStarted(3, 5, STEPS[2]))
+    assert model.headline == f"Step 3 of 5: {STEPS[2]}"
+    assert 0 < model.percent < 50
+    model.apply(LogLine("Resolved 40 packages"))
+    model.apply(Finished({}))
+    assert model.percent == 100 and model.can_start_app and not model.can_retry
+    assert model.log == ["Resolved 40 packages"]
+
+
+def test_failure_offers_retry_and_only_sometimes_the_cpu_build():
+    model = ProgressModel()
+    model.apply(StepStarted(1, 5, STEPS[0]))
+    model.apply(Failed(failure.network("PyTorch")))
+    assert model.state == "failed" and model.can_retry and not model.can_use_cpu
+    assert "internet" in model.message
+    model.restart()
+    assert model.state == "running" and not model.can_retry and model.log[-1] == "---- retry ----"
+    model.apply(Failed(failure.driver_too_old("12.4", "12.6", "560")))
+    assert model.can_retry and model.can_use_cpu
+
+
+def _display() -> bool:
+    if not os.environ.get("DISPLAY"):
+        return False
+    from ddpstudio.bootstrap import window
+
+    return window.available()
+
+
+@pytest.mark.skipif(not _display(), reason="needs a display (run under xvfb-run)")
+def test_window_retry_after_failure(tmp_path):
+    """The real Tk window: a failing attempt shows its message and Retry; Retry runs again and succeeds."""
+    from ddpstudio.bootstrap.window import ProgressWindow
+
+    attempts: list[int] = []
+
+    def fake_attempt(options, sink, running):  # the setup itself is tested for real elsewhere
+        attempts.append(1)
+        sink(StepStarted(1, 5, STEPS[0]))
+        if len(attempts) == 1:
+            sink(Failed(failure.network("PyTorch")))
+        else:
+            sink(Finished({}))
+
+    started: list[bool] = []
+    win = ProgressWindow(Options(root=tmp_path, platform=LINUX), start_app=lambda: started.append(True), run_attempt=fake_attempt)
+    shots = Path(os.environ.get("DDPSTUDIO_SHOTS", tmp_path))
+
+    def drive() -> None:
+        win.root.update()
+        if win.model.state == "failed" and len(attempts) == 1:
+            assert win.retry_button.winfo_ismapped() and not win.cpu_button.winfo_ismapped()
+            assert "internet" in win.message.cget("text")
+            win.retry_button.invoke()
+        elif win.model.state == "done":
+            assert win.start_button.winfo_ismapped() and not win.retry_button.winfo_ismapped()
+            win.start_button.invoke()
+            return
+        win.root.after(50, drive)
+
+    win.root.after(50, drive)
+    deadline = threading.Timer(20, win.root.quit)
+    deadline.start()
+    try:
+        code = win.run()
+    finally:
+        deadline.cancel()
+    assert code == 0 and started == [True] and len(attempts) == 2
+    assert shots.exists()
+    time.sleep(0)  # nothing to join: the worker threads have finished
