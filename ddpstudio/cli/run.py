@@ -36,7 +36,7 @@ def add_parser(sub) -> None:
     train.add_argument("--batch-mode", choices=("per-rank", "split"), default="per-rank",
                        help="per-rank: each rank takes --batch-size (effective batch = ranks x batch); "
                             "split: --batch-size is the effective batch, divided over the ranks")
-    train.add_argument("--lr", type=float, default=0.05)
+    train.add_argument("--lr", type=float, default=0.02)
     train.add_argument("--scale-lr", action="store_true", help="multiply the learning rate by the world size")
     train.add_argument("--image-size", type=int, default=32)
     train.add_argument("--workers", type=int, default=0, help="DataLoader worker processes per rank")

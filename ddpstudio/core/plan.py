@@ -25,11 +25,11 @@ class RecipeSpec:
     epochs: int = 1
     max_steps: int | None = None
     batch_size: int = 32  # per rank, after any split
-    lr: float = 0.05
+    lr: float = 0.02
     scale_lr: bool = False  # lr x world_size (linear scaling rule)
     image_size: int = 32
     num_classes: int = 10
-    synthetic_samples: int = 2048
+    synthetic_samples: int = 4096
     workers: int = 0
     amp: bool = True  # only takes effect on CUDA
     checkpoint_dir: str | None = None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -23,6 +24,10 @@ class RankFailure:
         return f"rank {self.rank} failed first ({code}): {self.message or 'no error message'}"
 
 
+# torch.distributed prefixes an uncaught exception's lines with "[rank1]: ".
+_RANK_PREFIX = re.compile(r"^\[rank\d+\]: ?")
+
+
 class StderrTail:
     """The last lines a rank wrote to stderr, kept for the root-cause report."""
 
@@ -31,7 +36,7 @@ class StderrTail:
 
     def add(self, line: str) -> None:
         if line.strip():
-            self.lines.append(line)
+            self.lines.append(_RANK_PREFIX.sub("", line))
 
     def message(self) -> str:
         """The exception line of the last traceback, else the last line."""

@@ -1,0 +1,39 @@
+"""A script in the style of the PyTorch ImageNet example: distributed settings as arguments.
+
+Knows nothing of DDP Studio; prints progress lines like the example does.
+Optional: --crash-rank R --crash-step S raises on that rank at that step.
+"""
+
+import argparse
+import sys
+
+import torch
+import torch.distributed as dist
+
+p = argparse.ArgumentParser()
+p.add_argument("--steps", type=int, default=6)
+p.add_argument("--dist-url", required=True)
+p.add_argument("--dist-backend", required=True)
+p.add_argument("--world-size", type=int, required=True)
+p.add_argument("--rank", type=int, required=True)
+p.add_argument("--crash-rank", type=int, default=-1)
+p.add_argument("--crash-step", type=int, default=-1)
+args = p.parse_args()
+
+dist.init_process_group(args.dist_backend, init_method=args.dist_url, world_size=args.world_size, rank=args.rank)
+torch.manual_seed(0)
+w = torch.zeros(4, requires_grad=True)
+target = torch.tensor([1.0, -2.0, 3.0, 0.5])
+opt = torch.optim.SGD([w], lr=0.1)
+for i in range(args.steps):
+    if args.rank == args.crash_rank and i == args.crash_step:
+        raise ValueError(f"boom on rank {args.rank} at step {i}")
+    loss = ((w - target) ** 2).sum()
+    opt.zero_grad()
+    loss.backward()
+    dist.all_reduce(w.grad)
+    w.grad /= args.world_size
+    opt.step()
+    print(f"Epoch: [0][{i:3d}/{args.steps}]\tTime  0.010 ( 0.010)\tLoss {loss.item():.4e} ({loss.item():.4e})")
+    sys.stdout.flush()
+dist.destroy_process_group()

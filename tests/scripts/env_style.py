@@ -1,0 +1,24 @@
+"""A script written for torchrun: reads RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT (env://)."""
+
+import os
+import sys
+
+import torch
+import torch.distributed as dist
+
+steps = int(sys.argv[1]) if len(sys.argv) > 1 else 6
+dist.init_process_group("gloo", init_method="env://")
+rank = dist.get_rank()
+assert dist.get_world_size() == int(os.environ["WORLD_SIZE"])
+w = torch.zeros(3, requires_grad=True)
+target = torch.tensor([2.0, -1.0, 0.5])
+opt = torch.optim.SGD([w], lr=0.1)
+for i in range(steps):
+    loss = ((w - target) ** 2).sum()
+    opt.zero_grad()
+    loss.backward()
+    dist.all_reduce(w.grad)
+    w.grad /= dist.get_world_size()
+    opt.step()
+    print(f"rank {rank} step {i + 1} loss: {loss.item():.5f}", flush=True)
+dist.destroy_process_group()

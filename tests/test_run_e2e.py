@@ -1,0 +1,152 @@
+"""Real runs through the real CLI: two Gloo ranks on the CPU, real stores, real processes."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from ddpstudio.core import protocol
+from ddpstudio.core.rundir import RunDir
+from tests.conftest import processes_of
+from tests.studio import SCRIPTS, TINY, ddpstudio, events, final, of_type
+
+pytestmark = pytest.mark.slow
+
+
+def test_filestore_run_trains_both_ranks_and_loss_falls(studio_home):
+    res = ddpstudio("run", "--json", "--max-steps", "30", "--batch-size", "16", "--lr", "0.02")
+    assert res.returncode == 0, res.stderr + res.stdout[-3000:]
+    evs = events(res.stdout)
+    started = of_type(evs, protocol.RUN_STARTED)[0]
+    assert (started.get("backend"), started.get("store"), started.get("world_size")) == ("gloo", "file", 2)
+    assert started.get("effective_batch") == 32
+    steps = of_type(evs, protocol.STEP)
+    assert {e.rank for e in steps} == {0, 1}
+    assert max(e.get("step") for e in steps) == 30
+    losses = [e.get("loss") for e in of_type(evs, protocol.GLOBAL_STEP)]
+    assert len(losses) == 30
+    assert sum(losses[-5:]) / 5 < 0.5 * sum(losses[:5]) / 5, losses
+    assert final(evs).get("state") == "finished"
+    assert {e.rank: e.get("exit_code") for e in of_type(evs, protocol.RANK_EXITED)} == {0: 0, 1: 0}
+    run = RunDir.at(started.get("run_dir"))
+    assert run.stdout(1).exists() and run.rank_events(0).exists() and run.merged_events.exists()
+    assert run.read_result()["state"] == "finished"
+    assert not Path(started.get("store_path")).exists(), "the fresh store file is removed after the run"
+
+
+def test_tcp_store_run(studio_home):
+    res = ddpstudio("run", "--json", "--store", "tcp", "--max-steps", "3", *TINY)
+    assert res.returncode == 0, res.stderr + res.stdout[-3000:]
+    evs = events(res.stdout)
+    assert of_type(evs, protocol.RUN_STARTED)[0].get("init_method").startswith("tcp://127.0.0.1:")
+    assert len(of_type(evs, protocol.GLOBAL_STEP)) == 3
+    assert final(evs).get("state") == "finished"
+
+
+def test_args_style_script_loss_is_read_from_its_output(studio_home):
+    res = ddpstudio("run", "--json", "--script", str(SCRIPTS / "args_style.py"), "--", "--steps", "5")
+    assert res.returncode == 0, res.stderr + res.stdout[-3000:]
+    evs = events(res.stdout)
+    scraped = [e for e in of_type(evs, protocol.STEP) if e.get("source") == "scraped"]
+    assert {e.rank for e in scraped} == {0, 1}
+    rank0 = [e.get("loss") for e in scraped if e.rank == 0]
+    assert [e.get("step") for e in scraped if e.rank == 0] == [1, 2, 3, 4, 5]
+    assert rank0[0] == pytest.approx(14.25, rel=1e-3) and rank0[-1] < rank0[0]
+    command = of_type(evs, protocol.RANK_STARTED)[1].get("command")
+    assert command[-8:-6] == ["--dist-url", of_type(evs, protocol.RUN_STARTED)[0].get("init_method")]
+    assert command[-2:] == ["--rank", "1"]
+
+
+def test_env_style_script_loss_is_read_from_its_output(studio_home):
+    res = ddpstudio("run", "--json", "--script", str(SCRIPTS / "env_style.py"), "--script-style", "env",
+                    "--", "4")
+    assert res.returncode == 0, res.stderr + res.stdout[-3000:]
+    evs = events(res.stdout)
+    assert of_type(evs, protocol.RUN_STARTED)[0].get("init_method") == "env://"
+    by_rank = {r: [e.get("step") for e in of_type(evs, protocol.STEP) if e.rank == r] for r in (0, 1)}
+    assert by_rank == {0: [1, 2, 3, 4], 1: [1, 2, 3, 4]}
+    assert final(evs).get("state") == "finished"
+
+
+def test_reporter_events_replace_scraping(studio_home):
+    res = ddpstudio("run", "--json", "--script", str(SCRIPTS / "reporter_style.py"), "--script-style", "env")
+    assert res.returncode == 0, res.stderr + res.stdout[-3000:]
+    steps = of_type(events(res.stdout), protocol.STEP)
+    assert len(steps) == 10 and all(e.get("source") is None and e.get("samples_per_s") == 100.0 for e in steps)
+
+
+def test_checkpoint_then_resume_continues_from_the_saved_step(studio_home, tmp_path):
+    ckpt = tmp_path / "ckpt"
+    first = ddpstudio("run", "--json", "--max-steps", "4", "--checkpoint-dir", str(ckpt), *TINY)
+    assert first.returncode == 0, first.stderr + first.stdout[-3000:]
+    saved = of_type(events(first.stdout), protocol.CHECKPOINT_SAVED)
+    assert [e.get("step") for e in saved] == [4]
+    assert sorted(p.name for p in ckpt.iterdir()) == ["checkpoint.pt"]
+
+    second = ddpstudio("run", "--json", "--max-steps", "7", "--checkpoint-dir", str(ckpt), "--resume", *TINY)
+    assert second.returncode == 0, second.stderr + second.stdout[-3000:]
+    evs = events(second.stdout)
+    assert [e.get("step") for e in of_type(evs, protocol.GLOBAL_STEP)] == [5, 6, 7]
+    assert any("resumed from" in (e.get("line") or "") for e in of_type(evs, protocol.LOG))
+    assert [e.get("step") for e in of_type(evs, protocol.CHECKPOINT_SAVED)] == [7]
+
+
+def test_a_crashing_rank_stops_the_other_and_is_the_root_cause(studio_home):
+    res = ddpstudio("run", "--json", "--rendezvous-timeout", "30", "--script", str(SCRIPTS / "args_style.py"),
+                    "--", "--steps", "500", "--crash-rank", "1", "--crash-step", "2")
+    assert res.returncode == 1
+    done = final(events(res.stdout))
+    assert done.get("state") == "failed"
+    cause = done.get("root_cause")
+    assert cause["rank"] == 1 and cause["exit_code"] == 1
+    assert cause["message"] == "ValueError: boom on rank 1 at step 2"
+    assert any("raise ValueError" in line for line in cause["traceback_tail"])
+    assert not processes_of(studio_home)
+
+
+def test_ctrl_c_stops_the_run_and_leaves_nothing(studio_home):
+    cli = subprocess.Popen([sys.executable, "-m", "ddpstudio", "run", "--json", "--max-steps", "100000", *TINY],
+                           stdout=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+    try:
+        for line in cli.stdout:  # wait until training really runs
+            if '"type":"global_step"' in line:
+                break
+        t0 = time.monotonic()
+        cli.send_signal(signal.SIGINT)
+        out, _ = cli.communicate(timeout=30)
+        elapsed = time.monotonic() - t0
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+    assert cli.returncode == protocol.EXIT_CODES["stopped"]
+    assert final(events(out)).get("state") == "stopped"
+    assert elapsed < 10, f"stopping took {elapsed:.1f} s"
+    assert not processes_of(studio_home)
+
+
+def test_a_stop_file_stops_the_launcher(studio_home):
+    from ddpstudio.core.gpu import detect_inventory
+    from ddpstudio.core.plan import RecipeSpec
+    from ddpstudio.core.platform import current
+    from ddpstudio.core.policy import Request, build_plan, write_plan
+
+    plan = build_plan(Request(recipe=RecipeSpec(max_steps=100000, batch_size=8)), current(), detect_inventory())
+    path = write_plan(plan)
+    launcher = subprocess.Popen([sys.executable, "-m", "ddpstudio.core.launcher", str(path)],
+                                stdout=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+    try:
+        for line in launcher.stdout:
+            if '"type":"global_step"' in line:
+                break
+        RunDir.at(plan.run_dir).stop_file.touch()
+        out, _ = launcher.communicate(timeout=30)
+    finally:
+        if launcher.poll() is None:
+            launcher.kill()
+    assert launcher.returncode == 3
+    assert final(events(out)).get("state") == "stopped"
