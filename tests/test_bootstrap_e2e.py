@@ -1,0 +1,186 @@
+"""The bootstrap end to end on Linux, the way the installer runs it on Windows.
+
+A temporary folder plays ``%LOCALAPPDATA%\\Programs\\DDPStudio``: the Linux uv
+(from uv's wheel, as the build takes uv.exe from the Windows one), the app
+wheel built from this checkout, and a bootstrap venv holding only that wheel.
+Then ``python -m ddpstudio.bootstrap setup`` installs the pinned torch from
+the package registry configured for pip, and the installed app's
+``ddpstudio doctor --json`` must run. Differences from Windows, by design:
+this machine's Python instead of one uv downloads (no github.com here), and
+the registry's torch instead of PyTorch's index (``--torch-index``).
+uv's cache (``UV_CACHE_DIR``, else ~/.cache/uv) makes repeat runs fast.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from urllib.parse import urlparse
+
+import psutil
+import pytest
+
+from ddpstudio.bootstrap import launch, record
+from ddpstudio.bootstrap.failure import Problem
+from ddpstudio.bootstrap.layout import Layout
+from ddpstudio.core.platform import LINUX
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "installer"))
+
+import build  # noqa: E402
+import uvbinary  # noqa: E402
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+BUILD_DIR = REPO / "build" / "installer"
+
+
+def base_python() -> str:
+    """This machine's real interpreter (not the test venv's), for the new venvs."""
+    return os.path.realpath(getattr(sys, "_base_executable", sys.executable))
+
+
+def pip_sources() -> list[str]:
+    """pip's configured extra indexes and find-links as bootstrap flags (uv reads no pip config).
+    The first local index that carries torch becomes the torch index."""
+    out = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True, timeout=60).stdout
+    values: dict[str, list[str]] = {"extra-index-url": [], "find-links": []}
+    for line in out.splitlines():
+        key, _, value = line.partition("=")
+        name = key.rsplit(".", 1)[-1]
+        if name in values:
+            values[name] += value.strip().strip("'\"").split()
+    values["find-links"] += os.environ.get("PIP_FIND_LINKS", "").split()
+    extras = list(dict.fromkeys(values["extra-index-url"]))
+    torch_index = next(
+        (u for u in extras if u.startswith("file://") and (Path(urlparse(u).path) / "torch").is_dir()),
+        "https://pypi.org/simple",  # PyPI's Linux torch is a CUDA build: it runs on the CPU
+    )
+    flags = ["--torch-index", torch_index]
+    for url in extras:
+        if url != torch_index:
+            flags += ["--extra-index-url", url]
+    for link in dict.fromkeys(values["find-links"]):
+        flags += ["--find-links", link]
+    return flags
+
+
+def child_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DDPSTUDIO_BOOTSTRAP", "DDPSTUDIO_TORCH", "VIRTUAL_ENV"))}
+    env["UV_CACHE_DIR"] = os.environ.get("UV_CACHE_DIR") or str(Path.home() / ".cache" / "uv")
+    return env
+
+
+def run(cmd: list[str], timeout: float = 600, **kwargs) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, env=child_env(), timeout=timeout, **kwargs)
+    assert psutil.Process().children(recursive=True) == []
+    return proc
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory) -> Layout:
+    """An installation folder after the installer's file copy and Python step."""
+    layout = Layout(tmp_path_factory.mktemp("DDPStudio"), LINUX)
+    uv_cached = BUILD_DIR / "uv-cache" / f"uv-{uvbinary.UV_VERSION}-linux"
+    uvbinary.uv_binary(uvbinary.LINUX, BUILD_DIR / "uv-cache", uv_cached)
+    shutil.copy2(uv_cached, layout.uv)
+    wheel = build.build_wheel(layout.wheels_dir)
+    # installer/ddpstudio.nsi, PrepareBootstrapPython: a venv with only the app wheel.
+    for cmd in (
+        [layout.uv, "venv", "--no-config", "--python", base_python(), layout.bootstrap_env],
+        [layout.uv, "pip", "install", "--no-config", "--python", layout.python(layout.bootstrap_env), "--no-deps", wheel],
+    ):
+        proc = run(cmd)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    return layout
+
+
+def bootstrap(layout: Layout, action: str, *flags: str) -> subprocess.CompletedProcess[str]:
+    """What the installer (silent) and the Repair shortcut run, headless."""
+    return run([layout.python(layout.bootstrap_env), "-m", "ddpstudio.bootstrap", action, "--root", layout.root,
+                "--no-window", "--python", base_python(), *flags])
+
+
+def test_bootstrap_venv_has_no_dependencies(installed):
+    """The bootstrap runs before torch, Qt or psutil exist: its venv holds only our wheel."""
+    code = "import importlib.util as u; print([m for m in ('torch', 'PySide6', 'psutil', 'platformdirs') if u.find_spec(m)])"
+    proc = run([installed.python(installed.bootstrap_env), "-c", code])
+    assert proc.stdout.strip() == "[]"
+
+
+def test_setup_end_to_end_then_doctor(installed):
+    started = time.monotonic()
+    proc = bootstrap(installed, "setup", *pip_sources())
+    took = time.monotonic() - started
+    print(f"\nbootstrap setup took {took:.1f} s")
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr
+    for step in ("[1/5]", "[3/5] Downloading and installing PyTorch", "[5/5] Saving the setup", "DDP Studio is set up."):
+        assert step in proc.stdout
+
+    data = record.read(installed.record)
+    assert data is not None
+    assert data["build"] == "cpu" and data["index_overridden"] is True  # no NVIDIA driver here
+    assert data["torch"].startswith("2.14.1") and data["gloo"] is True and data["cuda_available"] is False
+    assert data["app_version"] == build.package_version()
+    assert launch.is_ready(installed)
+    assert (installed.log_file).read_text().count("DDP Studio is set up.") == 1
+
+    doctor = run([installed.script(installed.env, "ddpstudio"), "doctor", "--json"], timeout=300)
+    assert doctor.returncode == 0, doctor.stdout + doctor.stderr
+    report = json.loads(doctor.stdout)
+    assert report["ddpstudio"] == build.package_version()
+    assert report["platform"] == "Linux" and report["python"] == data["python"]
+    assert "2.14.1" in json.dumps(report)  # the installed torch is the one doctor sees
+    assert report["choice"]["backend"] == "gloo"  # CPU-only machine
+
+
+def test_repair_builds_again(installed):
+    before = record.read(installed.record)
+    assert before is not None
+    (installed.env / "marker").write_text("removed by a repair")
+    proc = bootstrap(installed, "repair", *pip_sources())
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr
+    assert "Repair: removing" in proc.stdout
+    assert not (installed.env / "marker").exists()
+    after = record.read(installed.record)
+    assert after is not None and after["created"] >= before["created"] and launch.is_ready(installed)
+
+
+def test_a_newer_wheel_means_not_ready(installed, tmp_path):
+    newer = installed.wheels_dir / "ddpstudio-99.0-py3-none-any.whl"
+    newer.write_bytes(b"")
+    try:
+        assert installed.app_wheel() == newer
+        assert not launch.is_ready(installed)  # the launcher would set up again
+    finally:
+        newer.unlink()
+    assert launch.is_ready(installed)
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_no_network(installed, tmp_path):
+    """uv cannot reach any index: a plain message, exit code 3, and a stale record removed."""
+    dead = f"http://127.0.0.1:{_closed_port()}/simple"
+    root = tmp_path / "DDPStudio"
+    stale = Layout(root, LINUX).record
+    stale.parent.mkdir(parents=True)
+    stale.write_text(json.dumps({"app_version": "0.0.1"}))
+    env_flags = ["--uv", str(installed.uv), "--wheel", str(installed.app_wheel())]
+    proc = run([sys.executable, "-m", "ddpstudio.bootstrap", "setup", "--root", root, "--no-window", "--python", base_python(),
+                "--torch-index", dead, "--default-index", dead, *env_flags],
+               timeout=300)
+    assert proc.returncode == Problem.NETWORK.exit_code, proc.stdout[-3000:] + proc.stderr
+    message = proc.stderr.strip().splitlines()[-1]
+    assert message.startswith("DDP Studio could not download") and "Retry" in message
+    assert not stale.exists()  # nothing half-installed stays marked as set up

@@ -1,0 +1,103 @@
+"""``python installer/build.py`` builds a real installer; 7z shows what it carries."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import psutil
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "installer"))
+
+import build  # noqa: E402  (installer/build.py)
+
+needs_tools = pytest.mark.skipif(
+    not (shutil.which("makensis") and shutil.which("7z")), reason="needs makensis and 7z (apt-get install nsis p7zip-full)"
+)
+
+
+def listing(archive: Path) -> dict[str, str]:
+    """7z's technical listing: the archive's properties and its paths."""
+    out = subprocess.run(["7z", "l", "-slt", str(archive)], capture_output=True, text=True, check=True, timeout=120).stdout
+    props = dict(re.findall(r"^(Type|SubType|64-bit) = (.*)$", out, re.M))
+    props["paths"] = "\n".join(re.findall(r"^Path = (.*)$", out, re.M)[1:])  # the first is the archive itself
+    return props
+
+
+@pytest.fixture(scope="module")
+def installer(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("dist")
+    proc = subprocess.run([sys.executable, str(REPO / "installer" / "build.py"), "--out-dir", str(out)],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert psutil.Process().children(recursive=True) == []
+    found = list(out.glob("DDPStudio-Setup-*.exe"))
+    assert len(found) == 1, found
+    print(f"\ninstaller: {found[0].name}, {found[0].stat().st_size / 1e6:.1f} MB")
+    return found[0]
+
+
+@needs_tools
+def test_installer_is_named_after_the_package_version(installer):
+    assert installer.name == f"DDPStudio-Setup-{build.package_version()}.exe"
+    assert 5e6 < installer.stat().st_size < 40e6  # uv.exe dominates; torch is never inside
+
+
+@needs_tools
+def test_installer_contents(installer, tmp_path):
+    props = listing(installer)
+    assert props["Type"] == "Nsis" and props["SubType"].startswith("NSIS-3 Unicode 64-bit")
+    paths = set(props["paths"].splitlines())
+    wheel = f"wheels/ddpstudio-{build.package_version()}-py3-none-any.whl"
+    assert {"uv.exe", "ddpstudio.ico", wheel, "Uninstall.exe"} <= paths, paths
+
+    subprocess.run(["7z", "x", "-y", f"-o{tmp_path}", str(installer), "uv.exe", "ddpstudio.ico", wheel, "Uninstall.exe"],
+                   check=True, capture_output=True, timeout=120)
+    assert (tmp_path / "uv.exe").read_bytes()[:2] == b"MZ"  # a Windows executable
+    assert (tmp_path / "ddpstudio.ico").read_bytes() == (REPO / "resources" / "ddpstudio.ico").read_bytes()
+    with zipfile.ZipFile(tmp_path / wheel) as archive:
+        names = set(archive.namelist())
+        entry_points = archive.read(next(n for n in names if n.endswith("entry_points.txt"))).decode()
+    assert "ddpstudio/bootstrap/__main__.py" in names and "ddpstudio/cli/main.py" in names
+    assert "ddpstudio-gui = ddpstudio.cli.main:gui_main" in entry_points
+    # The uninstaller is itself an NSIS program, compiled from our Uninstall section.
+    assert listing(tmp_path / "Uninstall.exe")["SubType"].endswith("(Uninstall)")
+
+
+@needs_tools
+def test_script_refuses_to_compile_without_the_build_defines(tmp_path):
+    proc = subprocess.run(["makensis", "-V2", str(REPO / "installer" / "ddpstudio.nsi")], capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0
+    assert "build with installer/build.py" in proc.stdout + proc.stderr
+
+
+def test_version_helpers():
+    assert build.version_quad("0.1.0") == "0.1.0.0"
+    assert build.version_quad("1.2") == "1.2.0.0"
+    assert build.version_quad("0.2.0rc1") == "0.2.0.0"
+    import ddpstudio
+    from ddpstudio.bootstrap import pins
+
+    assert build.package_version() == ddpstudio.__version__
+    assert build.python_version() == pins.PYTHON_VERSION
+
+
+def test_nsis_script_names_what_the_bootstrap_expects():
+    """The installer's folder layout and the bootstrap's Layout must agree."""
+    from ddpstudio.bootstrap.layout import Layout
+    from ddpstudio.core.platform import WINDOWS
+
+    script = (REPO / "installer" / "ddpstudio.nsi").read_text(encoding="utf-8")
+    layout = Layout(Path("ROOT"), WINDOWS)
+    for path in (layout.uv, layout.python_dir, layout.cache_dir, layout.env, layout.bootstrap_env, layout.wheels_dir):
+        assert f"$INSTDIR\\{path.name}" in script, path.name
+    assert "$INSTDIR\\bootstrap\\Scripts\\pythonw.exe" in script
+    assert "-m ddpstudio.bootstrap launch" in script and "-m ddpstudio.bootstrap repair" in script
+    assert 'InstallDir "$LOCALAPPDATA\\Programs\\${APP_ID}"' in script and "RequestExecutionLevel user" in script
+    assert "Software\\Microsoft\\Windows\\CurrentVersion\\Uninstall\\${APP_ID}" in script
