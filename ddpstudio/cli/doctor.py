@@ -95,6 +95,8 @@ def print_human(report: dict[str, Any]) -> None:
             print(f"  GPU {gpu.get('index')}: {gpu.get('name')}, {gpu.get('total_memory_mb', 0) / 1024:.1f} GiB")
     else:
         print("  no NVIDIA GPU found: training runs on the CPU with Gloo")
+    for note in inv.get("notes") or []:
+        print(f"  note: {note}")
     choice = report["choice"]
     print("Would choose:")
     print(f"  backend {choice['backend']}: {choice['backend_reason']}")

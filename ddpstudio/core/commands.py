@@ -2,11 +2,27 @@
 
 from __future__ import annotations
 
+import ntpath
 import os
 import shlex
 
 from ddpstudio.core.plan import Plan
+from ddpstudio.core.platform import Platform
 from ddpstudio.rank.emit import EVENTS_DIR_ENV
+
+
+def console_python(executable: str, platform: Platform, exists=os.path.exists) -> str:
+    """The interpreter for ranks: on Windows ``python.exe`` beside a ``pythonw.exe``.
+
+    The window runs under pythonw (no console); ranks started with it would
+    have no usable stdio of their own, so they get the console interpreter,
+    started with CREATE_NO_WINDOW so no console pops up.
+    """
+    if platform.is_windows and ntpath.basename(executable).lower() == "pythonw.exe":
+        candidate = ntpath.join(ntpath.dirname(executable), "python.exe")
+        if exists(candidate):
+            return candidate
+    return executable
 
 
 def dist_args(template: str, plan: Plan, rank: int) -> list[str]:

@@ -149,6 +149,7 @@ def effective_batch(batch: int, world_size: int, mode: str) -> tuple[int, int]:
 def build_plan(request: Request, platform: Platform, machine: Machine,
                interfaces: dict[str, list[str]] | None = None) -> Plan:
     """Decide everything; raises :class:`PolicyError` for choices that cannot work."""
+    from ddpstudio.core.commands import console_python
     from ddpstudio.core.ports import find_free_port, libuv_env, tcp_init_url
     from ddpstudio.core.storeurl import file_store_url, store_path_from_url
 
@@ -197,7 +198,7 @@ def build_plan(request: Request, platform: Platform, machine: Machine,
         run_id=run_id, run_dir=str(run_dir), world_size=int(world.value), backend=str(backend.value),
         device=device, store=str(store.value), init_method=init_method, store_path=store_path,
         store_is_fixed=fixed, master_addr="127.0.0.1", master_port=port, env=env, reasons=reasons,
-        rendezvous_timeout=request.rendezvous_timeout, python=sys.executable,
+        rendezvous_timeout=request.rendezvous_timeout, python=console_python(sys.executable, platform),
         recipe=recipe, script=request.script, effective_batch=eff, lr=lr,
     )
 

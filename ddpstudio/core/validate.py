@@ -123,6 +123,16 @@ def check_script(spec: ScriptSpec) -> list[Problem]:
         return [Problem("script_style", f"unknown script style {spec.style!r}: use args or env")]
     if spec.cwd and not Path(spec.cwd).is_dir():
         return [Problem("cwd", f"the working folder {spec.cwd} does not exist")]
+    if spec.style == "args":
+        from ddpstudio.core.commands import dist_args
+        from ddpstudio.core.plan import Plan
+
+        probe = Plan(run_id="", run_dir="", world_size=2, backend="gloo", device="cpu", store="file",
+                     init_method="file:///probe")
+        try:
+            dist_args(spec.dist_args, probe, 0)
+        except ValueError as exc:
+            return [Problem("dist_args", str(exc))]
     return []
 
 

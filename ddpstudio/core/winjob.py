@@ -7,7 +7,11 @@ Windows kills every process in it: no orphaned ranks keep a FileStore locked.
 from __future__ import annotations
 
 import ctypes
-from ctypes import wintypes
+
+# Fixed-width Windows types, so the layout (and its test) is the same on every host;
+# ctypes.DWORD is 8 bytes on 64-bit Linux.
+DWORD = ctypes.c_uint32
+HANDLE = ctypes.c_void_p
 
 JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE = 0x00002000
 JOB_OBJECT_EXTENDED_LIMIT_INFORMATION_CLASS = 9
@@ -23,13 +27,13 @@ class _BasicLimits(ctypes.Structure):
     _fields_ = [
         ("PerProcessUserTimeLimit", ctypes.c_int64),
         ("PerJobUserTimeLimit", ctypes.c_int64),
-        ("LimitFlags", wintypes.DWORD),
+        ("LimitFlags", DWORD),
         ("MinimumWorkingSetSize", ctypes.c_size_t),
         ("MaximumWorkingSetSize", ctypes.c_size_t),
-        ("ActiveProcessLimit", wintypes.DWORD),
+        ("ActiveProcessLimit", DWORD),
         ("Affinity", ctypes.c_size_t),
-        ("PriorityClass", wintypes.DWORD),
-        ("SchedulingClass", wintypes.DWORD),
+        ("PriorityClass", DWORD),
+        ("SchedulingClass", DWORD),
     ]
 
 
@@ -47,7 +51,7 @@ class _ExtendedLimits(ctypes.Structure):
 class JobObject:
     def __init__(self) -> None:
         self._k32 = ctypes.WinDLL("kernel32", use_last_error=True)  # type: ignore[attr-defined]
-        self._k32.CreateJobObjectW.restype = wintypes.HANDLE
+        self._k32.CreateJobObjectW.restype = HANDLE
         self.handle = self._k32.CreateJobObjectW(None, None)
         if not self.handle:
             raise ctypes.WinError(ctypes.get_last_error())  # type: ignore[attr-defined]
@@ -58,7 +62,7 @@ class JobObject:
             raise ctypes.WinError(ctypes.get_last_error())  # type: ignore[attr-defined]
 
     def assign(self, process_handle: int) -> None:
-        if not self._k32.AssignProcessToJobObject(self.handle, wintypes.HANDLE(int(process_handle))):
+        if not self._k32.AssignProcessToJobObject(self.handle, HANDLE(int(process_handle))):
             raise ctypes.WinError(ctypes.get_last_error())  # type: ignore[attr-defined]
 
     def terminate(self, exit_code: int = 1) -> None:

@@ -1,0 +1,50 @@
+"""Windows branches exercised on Linux through the platform seam."""
+
+import ctypes
+
+from ddpstudio.core.commands import console_python, dist_args
+from ddpstudio.core.plan import Plan
+from ddpstudio.core.platform import LINUX, WINDOWS
+from ddpstudio.core.proctree import CREATE_NEW_PROCESS_GROUP, CREATE_NO_WINDOW, popen_options
+from ddpstudio.core.winjob import JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE, _BasicLimits, _ExtendedLimits
+
+
+def test_ranks_get_their_own_group_and_no_console_window_on_windows():
+    assert popen_options(WINDOWS) == {"creationflags": CREATE_NEW_PROCESS_GROUP | CREATE_NO_WINDOW}
+    assert popen_options(LINUX) == {"start_new_session": True}
+
+
+def test_job_object_structures_match_the_win64_layout():
+    # JOBOBJECT_BASIC_LIMIT_INFORMATION is 64 bytes and the extended one 144 on x64 (winnt.h).
+    assert ctypes.sizeof(_BasicLimits) == 64
+    assert ctypes.sizeof(_ExtendedLimits) == 144
+    assert _ExtendedLimits.BasicLimitInformation.offset == 0
+    assert _ExtendedLimits.ProcessMemoryLimit.offset == 112
+    assert JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE == 0x2000
+
+
+def test_pythonw_is_swapped_for_python_on_windows_only():
+    exe = r"C:\Users\me\AppData\Local\Programs\DDPStudio\env\Scripts\pythonw.exe"
+    expected = r"C:\Users\me\AppData\Local\Programs\DDPStudio\env\Scripts\python.exe"
+    assert console_python(exe, WINDOWS, exists=lambda p: p == expected) == expected
+    assert console_python(exe, WINDOWS, exists=lambda p: False) == exe
+    assert console_python("/usr/bin/python3", LINUX) == "/usr/bin/python3"
+
+
+def test_dist_args_keep_a_windows_url_with_spaces_as_one_argument():
+    plan = Plan(run_id="r", run_dir="d", world_size=4, backend="gloo", device="cuda", store="file",
+                init_method="file:///C:/Users/Jürgen Müller/pg")
+    args = dist_args("--dist-url {url} --dist-backend {backend} --world-size {world_size} --rank {rank}", plan, 3)
+    assert args == ["--dist-url", "file:///C:/Users/Jürgen Müller/pg", "--dist-backend", "gloo",
+                    "--world-size", "4", "--rank", "3"]
+
+
+def test_a_broken_argument_template_is_refused_before_launch(tmp_path):
+    from ddpstudio.core.plan import ScriptSpec
+    from ddpstudio.core.validate import check_script
+
+    script = tmp_path / "train.py"
+    script.write_text("")
+    [problem] = check_script(ScriptSpec(path=str(script), dist_args="--dist-url {adress} --rank {rank}"))
+    assert problem.field == "dist_args" and "{url}" in problem.message
+    assert check_script(ScriptSpec(path=str(script))) == []
