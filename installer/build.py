@@ -89,9 +89,7 @@ def stage(build_dir: Path, wheel: Path) -> Path:
     (folder / "wheels").mkdir(parents=True)
     shutil.copy2(wheel, folder / "wheels" / wheel.name)
     shutil.copy2(ICON, folder / "ddpstudio.ico")
-    cached = build_dir / "uv-cache" / f"uv-{uvbinary.UV_VERSION}-{uvbinary.WINDOWS}.exe"
-    uvbinary.uv_binary(uvbinary.WINDOWS, build_dir / "uv-cache", cached)
-    shutil.copy2(cached, folder / "uv.exe")
+    shutil.copy2(uvbinary.uv_binary(uvbinary.WINDOWS, build_dir / "uv-cache"), folder / "uv.exe")
     return folder
 
 

@@ -49,8 +49,10 @@ def extract_binary(wheel: Path, dest: Path) -> Path:
     return dest
 
 
-def uv_binary(platform_tag: str, cache_dir: Path, dest: Path) -> Path:
-    """Downloads (once) and extracts uv for ``platform_tag`` to ``dest``."""
+def uv_binary(platform_tag: str, cache_dir: Path, version: str = UV_VERSION) -> Path:
+    """uv's binary for ``platform_tag``, downloaded and extracted once into ``cache_dir``."""
+    name = "uv.exe" if platform_tag.startswith("win") else "uv"
+    dest = cache_dir / f"uv-{version}-{platform_tag}-bin" / name
     if not dest.exists():
-        extract_binary(fetch_wheel(platform_tag, cache_dir), dest)
+        extract_binary(fetch_wheel(platform_tag, cache_dir, version), dest)
     return dest

@@ -18,14 +18,15 @@ import pytest
 
 from ddpstudio.bootstrap import failure
 from ddpstudio.bootstrap.failure import Problem, classify
-from ddpstudio.bootstrap.layout import RECORD_NAME
+from ddpstudio.bootstrap.layout import RECORD_NAME, Layout
+from ddpstudio.core.platform import current
 
 
 def stage_fake_root(root: Path) -> Path:
     """An installation folder whose uv and wheel exist (the checks only look)."""
     (root / "wheels").mkdir(parents=True)
     (root / "wheels" / "ddpstudio-0.1.0-py3-none-any.whl").write_bytes(b"not opened before the failure")
-    (root / "uv").write_bytes(b"")
+    Layout(root, current()).uv.write_bytes(b"")
     stale = root / "env" / RECORD_NAME
     stale.parent.mkdir()
     stale.write_text(json.dumps({"app_version": "0.1.0"}))
@@ -75,7 +76,7 @@ def test_not_enough_disk_space(tmp_path):
 
 def test_missing_uv(tmp_path):
     root = stage_fake_root(tmp_path)
-    (root / "uv").unlink()
+    Layout(root, current()).uv.unlink()
     proc = setup(root)
     assert proc.returncode == Problem.FILES_MISSING.exit_code
     assert "Run the DDP Studio installer again" in last_line(proc.stderr)
@@ -123,3 +124,40 @@ def test_uv_errors_are_classified(output, problem):
 def test_every_problem_has_its_own_exit_code():
     codes = [p.exit_code for p in Problem]
     assert len(codes) == len(set(codes)) and 0 not in codes and 2 not in codes  # 2 is argparse's
+
+
+def test_one_setup_at_a_time(tmp_path):
+    """A second setup on the same installation (shortcut clicked while the installer's window runs) is refused."""
+    from ddpstudio.bootstrap.lock import SetupLock
+
+    root = stage_fake_root(tmp_path)
+    held = SetupLock(Layout(root, current()).lock_file)
+    assert held.acquire()
+    try:
+        proc = setup(root, "--cuda-driver", "none")
+        assert proc.returncode == Problem.BUSY.exit_code
+        assert "already being set up" in last_line(proc.stderr)
+    finally:
+        held.release()
+    proc = setup(root, "--cuda-driver", "none", "--min-free-gb", "1e9")
+    assert proc.returncode == Problem.DISK_FULL.exit_code  # the lock is free again: it got as far as the disk check
+
+
+def test_verification_verdicts():
+    """What the check's result must show, per build (the check itself runs in test_bootstrap_e2e)."""
+    from ddpstudio.bootstrap.cuda_index import CPU_BUILD, CUDA_BUILDS
+    from ddpstudio.bootstrap.verify import judge, parse
+
+    good_cpu = {"gloo_available": True, "gloo_all_reduce": True, "cuda_available": False, "cuda_error": None}
+    judge(good_cpu, CPU_BUILD)
+    with pytest.raises(failure.BootstrapFailure) as info:
+        judge(good_cpu, CUDA_BUILDS[0])
+    assert info.value.problem is Problem.NOT_VERIFIED and info.value.cpu_fallback
+    with pytest.raises(failure.BootstrapFailure) as info:
+        judge({**good_cpu, "cuda_available": True, "cuda_error": "GTX 680: no kernel image is available"}, CUDA_BUILDS[0])
+    assert "cannot run on your GPU" in info.value.message and info.value.cpu_fallback
+    with pytest.raises(failure.BootstrapFailure) as info:
+        judge({**good_cpu, "gloo_all_reduce": False}, CPU_BUILD)
+    assert "Gloo" in info.value.message and not info.value.cpu_fallback
+    assert parse('noise\nDDPSTUDIO-VERIFY {"torch": "2.14.1"}\n') == {"torch": "2.14.1"}
+    assert parse("Traceback (most recent call last):\nImportError: DLL load failed") is None

@@ -23,6 +23,7 @@ from ddpstudio.bootstrap import failure, process, record, verify
 from ddpstudio.bootstrap.cuda_index import CPU_BUILD, DriverTooOld, TorchBuild, choose_build
 from ddpstudio.bootstrap.events import Finished, LogLine, Sink, StepStarted
 from ddpstudio.bootstrap.layout import Layout
+from ddpstudio.bootstrap.lock import SetupLock
 from ddpstudio.bootstrap.pins import PINS, PYTHON_VERSION
 from ddpstudio.bootstrap.uv import Sources, Uv
 from ddpstudio.core.platform import Platform
@@ -206,7 +207,13 @@ class _Run:
 def set_up(options: Options, sink: Sink, running: process.Running | None = None) -> dict[str, Any]:
     """Builds (or repairs) the environment; returns the record or raises BootstrapFailure.
     ``running`` lets a window stop the child process when the user closes it."""
-    return _Run(options, sink, running).run()
+    lock = SetupLock(Layout(options.root, options.platform).lock_file)
+    if not lock.acquire():
+        raise failure.busy()
+    try:
+        return _Run(options, sink, running).run()
+    finally:
+        lock.release()
 
 
 def attempt(options: Options, sink: Sink, running: process.Running | None = None) -> failure.BootstrapFailure | None:

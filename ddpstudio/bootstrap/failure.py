@@ -23,6 +23,7 @@ class Problem(Enum):
     INSTALL_FAILED = 8
     FILES_IN_USE = 9
     CANCELLED = 10
+    BUSY = 11
 
     @property
     def exit_code(self) -> int:
@@ -161,4 +162,11 @@ def cancelled() -> BootstrapFailure:
     return BootstrapFailure(
         Problem.CANCELLED,
         "Setup was stopped before it finished. Start DDP Studio (or choose \"Repair DDP Studio\") to finish it.",
+    )
+
+
+def busy() -> BootstrapFailure:
+    return BootstrapFailure(
+        Problem.BUSY,
+        "DDP Studio is already being set up in another window. Wait until it has finished, then start DDP Studio again.",
     )

@@ -13,6 +13,7 @@ script creates the first four entries; the bootstrap creates the rest::
     env/                   the app's environment: torch, Qt, the app
     env/ddpstudio-environment.json   the record, written after verification
     logs/bootstrap.log     every line the bootstrap showed
+    logs/bootstrap.lock    held while a setup runs (one at a time)
 """
 
 from __future__ import annotations
@@ -71,6 +72,10 @@ class Layout:
     @property
     def log_file(self) -> Path:
         return self.root / "logs" / "bootstrap.log"
+
+    @property
+    def lock_file(self) -> Path:
+        return self.root / "logs" / "bootstrap.lock"
 
     def _bin(self, venv: Path) -> Path:
         return venv / ("Scripts" if self.platform.is_windows else "bin")

@@ -10,9 +10,11 @@ from dataclasses import dataclass, field
 
 from ddpstudio.bootstrap.events import Event, Failed, Finished, LogLine, StepStarted
 from ddpstudio.bootstrap.failure import BootstrapFailure
+from ddpstudio.bootstrap.uvoutput import DownloadTally
 
 # How much of the bar each step is worth: installing PyTorch is most of the wait.
 STEP_WEIGHTS = (2, 8, 75, 13, 2)
+DOWNLOAD_STEP = 3  # uv's download lines move the bar inside this step
 
 
 @dataclass
@@ -23,13 +25,18 @@ class ProgressModel:
     headline: str = "Starting..."
     failure: BootstrapFailure | None = None
     log: list[str] = field(default_factory=list)
+    start_offered: bool = False  # the window has a "Start DDP Studio" button
+    downloads: DownloadTally = field(default_factory=DownloadTally)
 
     def apply(self, event: Event) -> None:
         if isinstance(event, StepStarted):
             self.step_index, self.step_total = event.index, event.total
+            self.downloads = DownloadTally()
             self.headline = f"Step {event.index} of {event.total}: {event.title}"
         elif isinstance(event, LogLine):
             self.log.append(event.text)
+            if self.step_index == DOWNLOAD_STEP:
+                self.downloads.feed(event.text)
         elif isinstance(event, Finished):
             self.state = "done"
             self.headline = "DDP Studio is ready."
@@ -50,6 +57,8 @@ class ProgressModel:
             return 100.0
         weights = STEP_WEIGHTS[: self.step_total]
         done = sum(weights[: max(self.step_index - 1, 0)])
+        if self.step_index == DOWNLOAD_STEP and self.state == "running":
+            done += weights[DOWNLOAD_STEP - 1] * self.downloads.fraction
         return 100.0 * done / sum(weights)
 
     @property
@@ -69,5 +78,6 @@ class ProgressModel:
         if self.state == "failed" and self.failure is not None:
             return self.failure.message
         if self.state == "done":
-            return "PyTorch is installed and checked. Click \"Start DDP Studio\"."
+            then = "Click \"Start DDP Studio\"." if self.start_offered else "Close this window to finish the installation."
+            return f"PyTorch is installed and checked. {then}"
         return "This downloads PyTorch (several GB) once; it can take a while on a slow connection."

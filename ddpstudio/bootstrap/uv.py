@@ -83,7 +83,6 @@ class Uv:
             "--no-config",
             "--color",
             "never",
-            "--no-progress",
             "--python",
             str(self.layout.python(self.layout.env)),
             *sources.arguments(),

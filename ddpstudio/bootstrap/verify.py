@@ -30,6 +30,14 @@ result["torch_cuda"] = torch.version.cuda
 result["cuda_available"] = bool(torch.cuda.is_available())
 result["gpu_count"] = torch.cuda.device_count() if result["cuda_available"] else 0
 result["gpus"] = [torch.cuda.get_device_name(i) for i in range(result["gpu_count"])]
+# A build can see a GPU it has no kernels for ("no kernel image is available"): run one op on each.
+result["cuda_error"] = None
+for i in range(result["gpu_count"]):
+    try:
+        assert (torch.ones(2, device=f"cuda:{i}") * 2).sum().item() == 4.0
+    except Exception as exc:
+        result["cuda_error"] = f"{result['gpus'][i]}: {type(exc).__name__}: {exc}".splitlines()[0]
+        break
 result["gloo_available"] = bool(dist.is_available() and dist.is_gloo_available())
 result["gloo_all_reduce"] = False
 if result["gloo_available"]:
@@ -70,6 +78,13 @@ def judge(result: dict[str, Any], build: TorchBuild) -> None:
     if build.uses_gpu and not result.get("cuda_available"):
         raise failure.not_verified(
             f"the GPU build ({build.tag}) cannot use your NVIDIA GPU. Updating the NVIDIA driver usually fixes this.",
+            json.dumps(result),
+            cpu_fallback=True,
+        )
+    if build.uses_gpu and result.get("cuda_error"):
+        raise failure.not_verified(
+            f"the GPU build ({build.tag}) cannot run on your GPU ({result['cuda_error']}). Very old GPUs are not "
+            "supported by current PyTorch builds; the CPU build still works.",
             json.dumps(result),
             cpu_fallback=True,
         )

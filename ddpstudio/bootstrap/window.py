@@ -45,13 +45,14 @@ class ProgressWindow:
         self.start_app = start_app
         self.auto_start = auto_start  # the user clicked the app's shortcut: open it when ready
         self.run_attempt = run_attempt
-        self.model = ProgressModel()
+        self.model = ProgressModel(start_offered=start_app is not None)
         self.events: queue.Queue[Event] = queue.Queue()
         self.running = Running()
         self.worker: threading.Thread | None = None
         self.started_at = time.monotonic()
         self.shown_log = 0
         self.exit_code: int | None = None
+        self.poll_id: str | None = None
 
         self.root = tk.Tk()
         self.root.title("DDP Studio setup")
@@ -103,9 +104,10 @@ class ProgressWindow:
                 self.model.apply(self.events.get_nowait())
             except queue.Empty:
                 break
+        self.poll_id = None
         self._render()
         if self.exit_code is None:
-            self.root.after(POLL_MS, self._poll)
+            self.poll_id = self.root.after(POLL_MS, self._poll)
 
     # --- drawing ----------------------------------------------------------
     def _render(self) -> None:
@@ -148,7 +150,7 @@ class ProgressWindow:
         assert self.start_app is not None
         self.start_app()
         self.exit_code = 0
-        self.root.destroy()
+        self.shut()
 
     def _close(self) -> None:
         if self.model.state == "running":
@@ -159,12 +161,19 @@ class ProgressWindow:
             ):
                 return
             self.running.cancel()
+        self.shut()
+
+    def shut(self) -> None:
+        """Closes the window (pending polls first, so Tk does not call into a dead window)."""
+        if self.poll_id is not None:
+            self.root.after_cancel(self.poll_id)
+            self.poll_id = None
         self.root.destroy()
 
     def run(self) -> int:
         """Shows the window until the user closes it; 0 when setup succeeded."""
         self._begin()
-        self.root.after(POLL_MS, self._poll)
+        self.poll_id = self.root.after(POLL_MS, self._poll)
         self.root.mainloop()
         if self.worker is not None:
             self.worker.join(timeout=30)
