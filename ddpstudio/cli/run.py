@@ -108,6 +108,14 @@ def main(args: argparse.Namespace) -> int:
         plan = build_plan(request, current(), detect_inventory())
     except (PolicyError, ValueError) as exc:
         return fail(str(exc))
+    if plan.store_path and plan.store_is_fixed:
+        from ddpstudio.core.hygiene import prelaunch_check
+
+        check = prelaunch_check(plan.store_path)
+        if not check.ok:
+            return fail(check.message)
+        if check.cleaned or check.killed:
+            print(f"ddpstudio: {check.message}", file=sys.stderr)
     session = Session(plan)
     view = ProgressView() if not args.json else None
     session.start()

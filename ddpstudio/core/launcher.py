@@ -26,6 +26,7 @@ from ddpstudio.core.commands import rank_command, rank_env
 from ddpstudio.core.lossparse import LossScraper
 from ddpstudio.core.plan import Plan
 from ddpstudio.core.platform import Platform, current
+from ddpstudio.core.proctable import create_time
 from ddpstudio.core.proctree import make_tree
 from ddpstudio.core.rootcause import RankFailure, StderrTail
 from ddpstudio.core.rundir import RunDir
@@ -56,6 +57,7 @@ class RankProc:
     reports_steps: bool = False
     exit_code: int | None = None
     error_t: float | None = None
+    created: float | None = None  # create time: with the pid, identifies the rank in the registry
 
 
 class Launcher:
@@ -77,6 +79,7 @@ class Launcher:
         self.t0 = time.time()
         self._watchdog_fired = False
         self.store_preexisted = bool(plan.store_path and os.path.exists(plan.store_path))
+        self._launcher_created: float | None = None
 
     # -- output --------------------------------------------------------------
     def emit(self, event: protocol.Event) -> None:
@@ -113,9 +116,10 @@ class Launcher:
             store_path=p.store_path, reasons=p.reasons, effective_batch=p.effective_batch, lr=p.lr,
             kind=p.kind, launcher_pid=os.getpid(),
             epochs=p.recipe.epochs if p.recipe else None, max_steps=p.recipe.max_steps if p.recipe else None))
+        self._write_processes()  # recorded before any rank exists, and again after each one
         for rank in range(p.world_size):
             self._spawn(rank, plan_path)
-        self._write_processes()
+            self._write_processes()
         self.state = RunState.RUNNING
 
     def _spawn(self, rank: int, plan_path: str) -> None:
@@ -127,25 +131,32 @@ class Launcher:
         proc = self.tree.spawn(cmd, env, cwd, out, err)
         rp = RankProc(rank, proc, LineTail(self.run.rank_events(rank)), LineTail(self.run.stdout(rank)),
                       LineTail(self.run.stderr(rank)), [out, err],
-                      scraper=LossScraper() if self.plan.script else None)
+                      scraper=LossScraper() if self.plan.script else None, created=create_time(proc.pid))
         self.ranks.append(rp)
         self.emit(protocol.make_event(protocol.RANK_STARTED, rank=rank, pid=proc.pid, command=cmd))
 
     def _write_processes(self) -> None:
-        import psutil
+        """processes.json in the run folder, and the run's registry record (what 'ddpstudio clean' trusts)."""
+        from ddpstudio.core import registry
 
-        def created(pid: int) -> float | None:
-            try:
-                return psutil.Process(pid).create_time()
-            except psutil.Error:
-                return None
-
+        me = os.getpid()
+        if self._launcher_created is None:
+            self._launcher_created = create_time(me)
+        ranks = [registry.RankRecord(r.rank, r.proc.pid, r.created) for r in self.ranks]
         self.run.write_json(self.run.processes, {
-            "launcher": {"pid": os.getpid(), "create_time": created(os.getpid())},
-            "ranks": [{"rank": r.rank, "pid": r.proc.pid, "create_time": created(r.proc.pid)}
-                      for r in self.ranks],
+            "launcher": {"pid": me, "create_time": self._launcher_created},
+            "ranks": [{"rank": r.rank, "pid": r.pid, "create_time": r.create_time} for r in ranks],
             "store_path": self.plan.store_path, "port": self.plan.master_port,
         })
+        p = self.plan
+        try:
+            registry.record_start(p.run_id, run_dir=p.run_dir, launcher_pid=me,
+                                  launcher_create_time=self._launcher_created, ranks=ranks,
+                                  store_path=p.store_path, store_is_fixed=p.store_is_fixed, port=p.master_port,
+                                  started=self.t0)
+        except OSError as exc:
+            self.emit(protocol.make_event(protocol.WARNING, message=f"could not record the run in the registry "
+                                          f"({exc}); 'ddpstudio clean' will not know its processes"))
 
     # -- the loop ------------------------------------------------------------
     def loop(self) -> RunState:
@@ -269,6 +280,7 @@ class Launcher:
         if self.plan.store_path and not self.plan.store_is_fixed:
             # A fresh store is ours alone; once every rank is gone it is only a hazard.
             Path(self.plan.store_path).unlink(missing_ok=True)
+        self._record_end()
         self.emit(protocol.make_event(protocol.RUN_FINISHED, state=self.state.value, duration_s=duration,
                                       root_cause=result["root_cause"], summary=result["summary"],
                                       run_dir=self.plan.run_dir))
@@ -276,6 +288,14 @@ class Launcher:
         if self._merged is not None:
             self._merged.close()
         return self.state
+
+    def _record_end(self) -> None:
+        from ddpstudio.core import registry
+
+        try:
+            registry.record_end(self.plan.run_id, self.state.value)
+        except OSError:
+            pass  # the run is over either way; clean treats a gone launcher as ended
 
 
 def _watch_stdin(launcher: Launcher) -> None:

@@ -1,0 +1,287 @@
+"""Stale FileStore files and orphaned ranks: find them (``scan``), remove them (``clean``), guard a launch.
+
+A killed run leaves its FileStore file behind, and the next run on that file
+hangs or fails (pytorch #13865, #55967); on Windows a surviving rank also
+keeps the file locked. The registry says which runs and processes are ours;
+a run is live while its recorded launcher (pid + create time) is. Rules:
+nothing of a live run is touched; a process we did not start is stopped only
+when asked for by name (``include_foreign``); a file is deleted only if it is
+in our store folder or was the store of one of our runs, and no live run
+uses it. Qt-free: the CLI and the window's clean-up button call these.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+from pathlib import Path
+
+from ddpstudio.core import killer, lockholders, paths, registry
+from ddpstudio.core.findings import CleanReport, Findings, PrelaunchResult, ProcessInfo, StaleStore
+from ddpstudio.core.lockholders import norm
+from ddpstudio.core.platform import Platform, current
+from ddpstudio.core.proctable import Proc, ProcTable, same_time
+from ddpstudio.core.registry import CorruptRecord, RunRecord
+
+__all__ = ["CleanReport", "CorruptRecord", "Findings", "PrelaunchResult", "ProcessInfo", "StaleStore",
+           "clean", "prelaunch_check", "scan"]
+
+KILLED_NOTE = "the launcher was killed before it could record the end; marked by ddpstudio clean"
+
+
+# -- scan --------------------------------------------------------------------
+def scan(platform: Platform | None = None) -> Findings:
+    """Look, touch nothing: stale store files, orphaned ranks, who holds the stale files, bad records."""
+    posix = not (platform or current()).is_windows
+    records, corrupt = registry.load_records()
+    table = ProcTable.take()
+    live = [r for r in records if _is_live(r, table)]
+    over = [r for r in records if r not in live]
+    found = Findings(corrupt_records=corrupt,
+                     dead_runs=[r.run_id for r in over if r.state == registry.RUNNING])
+    live_pids: dict[int, str] = {}
+    for r in live:
+        if r.store_path:
+            found.live_stores[r.store_path] = r.run_id
+        live_pids[r.launcher_pid] = r.run_id
+        for rank in r.ranks:
+            for proc in _tree(table, rank.pid, rank.create_time, posix):
+                live_pids[proc.pid] = r.run_id
+    found.orphans = _orphans(over, table, posix, live_pids)
+    found.stale_stores = _stale_stores(over, {norm(p) for p in found.live_stores}, corrupt, table)
+    found.lock_holders = _lock_holders(found, over, table, live_pids)
+    return found
+
+
+def _is_live(record: RunRecord, table: ProcTable) -> bool:
+    if record.ended_state:
+        return False
+    if record.launcher_create_time is None:
+        # Cannot tell its launcher from a stranger with the same pid: assume live, touch nothing.
+        proc = table.get(record.launcher_pid)
+        return proc is not None and not proc.zombie
+    return table.alive(record.launcher_pid, record.launcher_create_time) is not None
+
+
+def _tree(table: ProcTable, pid: int, created: float | None, posix: bool) -> list[Proc]:
+    """The recorded process (if still it) and everything it started that is still alive."""
+    root = table.alive(pid, created)
+    return ([root] if root else []) + table.descendants(pid, created, posix)
+
+
+def _orphans(over: list[RunRecord], table: ProcTable, posix: bool, live_pids: dict[int, str]) -> list[ProcessInfo]:
+    orphans: dict[int, ProcessInfo] = {}
+    for r in over:
+        for rank in r.ranks:
+            for proc in _tree(table, rank.pid, rank.create_time, posix):
+                if proc.pid not in orphans and proc.pid not in live_pids:
+                    orphans[proc.pid] = _info(proc, r.run_id, rank.rank, True, r.store_path)
+    return list(orphans.values())
+
+
+def _reason(record: RunRecord) -> str:
+    if record.state == registry.RUNNING:
+        return f"left by run {record.run_id}, which was killed: its launcher is gone"
+    return f"left by run {record.run_id}, which {record.state}"
+
+
+def _stale_stores(over: list[RunRecord], live: set[str], corrupt: list[CorruptRecord],
+                  table: ProcTable) -> list[StaleStore]:
+    stale: dict[str, StaleStore] = {}
+    for r in reversed(over):  # newest first: the reason names the last run that used the file
+        if r.store_path and os.path.isfile(r.store_path):
+            key = norm(r.store_path)
+            if key not in live and key not in stale:
+                stale[key] = StaleStore(r.store_path, _reason(r), r.run_id)
+    unreadable = {c.run_id for c in corrupt}
+    try:
+        files = sorted(p for p in paths.store_dir().iterdir() if p.is_file())
+    except FileNotFoundError:
+        files = []
+    for f in files:
+        key = norm(str(f))
+        run_id = f.name.removesuffix(".store")
+        if key in live or key in stale or run_id in unreadable or _unrecorded_live(run_id, table):
+            continue  # in use, already listed, or its record is unreadable: cannot tell, so leave it
+        stale[key] = StaleStore(str(f), "in DDP Studio's store folder and used by no live run", None)
+    return list(stale.values())
+
+
+def _unrecorded_live(run_id: str, table: ProcTable) -> bool:
+    """A run with no registry record (older version, record lost) is live if its processes.json says so."""
+    try:
+        raw = json.loads((paths.runs_dir() / run_id / "processes.json").read_text(encoding="utf-8"))
+        launcher = raw["launcher"]
+        return table.alive(int(launcher["pid"]), launcher.get("create_time")) is not None
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+
+
+def _lock_holders(found: Findings, over: list[RunRecord], table: ProcTable,
+                  live_pids: dict[int, str]) -> list[ProcessInfo]:
+    orphans = {o.pid: o for o in found.orphans}
+    launchers = {r.launcher_pid: r for r in over}
+    holders = []
+    for pid, path in lockholders.holders(s.path for s in found.stale_stores):
+        proc = table.get(pid) or Proc(pid, None, None, "?", "", False)
+        if pid in orphans:
+            o = orphans[pid]
+            holders.append(_info(proc, o.run_id, o.rank, True, path))
+        elif pid in live_pids:
+            holders.append(_info(proc, live_pids[pid], None, True, path))
+        elif pid in launchers and same_time(proc.create_time, launchers[pid].launcher_create_time):
+            holders.append(_info(proc, launchers[pid].run_id, None, True, path))
+        else:
+            holders.append(_info(proc, None, None, False, path))
+    return holders
+
+
+def _info(proc: Proc, run_id: str | None, rank: int | None, ours: bool, path: str | None) -> ProcessInfo:
+    return ProcessInfo(proc.pid, proc.name, proc.cmdline, run_id, rank, ours, path, proc.create_time)
+
+
+# -- clean -------------------------------------------------------------------
+def clean(findings: Findings | None = None, include_foreign: bool = False, dry_run: bool = False, *,
+          platform: Platform | None = None, grace_s: float = killer.GRACE_S) -> CleanReport:
+    """Stop orphaned ranks (whole tree, polite then forced), then delete stale store files; say what was done.
+
+    ``findings`` is what the user was shown; only those items are acted on,
+    each re-checked against a fresh scan first (a pid may have been reused, a
+    store may be live again). ``include_foreign`` also stops the listed lock
+    holders that are not ours.
+    """
+    platform = platform or current()
+    shown = findings if findings is not None else scan(platform)
+    now = shown if findings is None or dry_run else scan(platform)
+    report = CleanReport(dry_run=dry_run)
+    orphans = [p for p in now.orphans if _listed(p, shown.orphans)]
+    foreign = [p for p in now.foreign if _listed(p, shown.foreign)]
+    stopped = _stop(report, orphans, platform, grace_s, group=True, dry_run=dry_run)
+    if include_foreign:
+        stopped |= _stop(report, foreign, platform, grace_s, group=False, dry_run=dry_run)
+    else:
+        for p in foreign:
+            report.left.append((p.describe(), f"not started by DDP Studio (has {p.path} open; command: "
+                                              f"{_short(p.cmdline)}); stopped only with --include-foreign"))
+    now_stale = {norm(s.path) for s in now.stale_stores}
+    for s in shown.stale_stores:
+        if norm(s.path) not in now_stale and os.path.lexists(s.path):
+            report.left.append((s.path, "no longer stale: a live run uses it now"))
+    for s in now.stale_stores:
+        if norm(s.path) in {norm(x.path) for x in shown.stale_stores}:
+            _delete(report, s, now, stopped, dry_run)
+    shown_dead = set(shown.dead_runs)
+    for run_id in now.dead_runs:
+        if run_id in shown_dead and not any(p.run_id == run_id and p.pid not in stopped for p in now.orphans):
+            if dry_run or registry.record_end(run_id, "failed", KILLED_NOTE):
+                report.marked.append(run_id)
+    shown_corrupt = {c.path for c in shown.corrupt_records}
+    for c in now.corrupt_records:
+        if c.path in shown_corrupt:
+            _set_aside(report, c, dry_run)
+    return report
+
+
+def _listed(proc: ProcessInfo, shown: list[ProcessInfo]) -> bool:
+    return any(p.pid == proc.pid and same_time(p.create_time, proc.create_time) for p in shown)
+
+
+def _stop(report: CleanReport, procs: list[ProcessInfo], platform: Platform, grace_s: float, group: bool,
+          dry_run: bool) -> set[int]:
+    if dry_run:
+        report.killed += procs
+        return {p.pid for p in procs}
+    targets = [killer.Target(p.pid, p.create_time, group) for p in procs]
+    result = killer.stop(targets, platform, grace_s=grace_s)
+    by_pid = {p.pid: p for p in procs}
+    report.killed += [by_pid[pid] for pid in result.stopped]
+    report.left += [(by_pid[pid].describe(), why) for pid, why in result.left]
+    return set(result.stopped)
+
+
+def _delete(report: CleanReport, store: StaleStore, now: Findings, stopped: set[int], dry_run: bool) -> None:
+    key = norm(store.path)
+    blockers = [h for h in now.lock_holders if norm(h.path or "") == key and h.pid not in stopped]
+    if blockers:
+        report.left.append((store.path, "still held open by " + ", ".join(
+            h.describe() + ("" if h.ours else " (not ours)") for h in blockers)))
+        return
+    if dry_run:
+        report.deleted.append(store.path)
+        return
+    try:
+        os.unlink(store.path)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        # Windows: still locked by a process we could not see (another user's).
+        report.left.append((store.path, f"could not delete it: {exc.strerror or exc}"))
+        return
+    report.deleted.append(store.path)
+
+
+def _set_aside(report: CleanReport, record: CorruptRecord, dry_run: bool) -> None:
+    """Move a corrupt record out of the registry (kept for inspection) so it is reported once."""
+    target = paths.registry_dir() / "corrupt" / Path(record.path).name
+    if not dry_run:
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(record.path, target)
+        except OSError as exc:
+            report.left.append((record.path, f"corrupt record ({record.reason}); could not move it: {exc}"))
+            return
+    report.moved.append((record.path, str(target)))
+
+
+def _short(text: str, limit: int = 120) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+# -- before a launch ---------------------------------------------------------
+def prelaunch_check(store_path: str, platform: Platform | None = None) -> PrelaunchResult:
+    """May a run use this fixed FileStore path? Cleans our own leftover there; blocks on anything else."""
+    platform = platform or current()
+    if not os.path.lexists(store_path):
+        return PrelaunchResult(True, [], f"the store file {store_path} does not exist yet: good")
+    if os.path.isdir(store_path):
+        return PrelaunchResult(False, [], f"the store path {store_path} is a folder; a FileStore needs a file. "
+                                          f"Choose a file path, such as {os.path.join(store_path, 'pg')}.")
+    found = scan(platform)
+    key = norm(store_path)
+    users = [run_id for path, run_id in found.live_stores.items() if norm(path) == key]
+    if users:
+        return PrelaunchResult(False, [], f"run {users[0]} is using the store file {store_path} right now; two "
+                                          "runs cannot share one. Stop that run first, or choose another store path.")
+    stale = [s for s in found.stale_stores if norm(s.path) == key]
+    if not stale:
+        return PrelaunchResult(False, [], _not_ours_message(store_path, platform))
+    foreign = [p for p in found.foreign if norm(p.path or "") == key]
+    if foreign:
+        who = ", ".join(f"{p.describe()}: {_short(p.cmdline, 80)}" for p in foreign)
+        return PrelaunchResult(False, [], f"the store file {store_path} was {stale[0].reason}, but a program DDP "
+                                          f"Studio did not start has it open ({who}). Close that program, or run "
+                                          "'ddpstudio clean --include-foreign' to stop it.")
+    mine = Findings(stale_stores=stale, orphans=[o for o in found.orphans if norm(o.path or "") == key],
+                    lock_holders=[h for h in found.lock_holders if norm(h.path or "") == key])
+    report = clean(mine, platform=platform)
+    if os.path.lexists(store_path):
+        why = "; ".join(f"{what}: {reason}" for what, reason in report.left) or "it came back"
+        return PrelaunchResult(False, report.deleted, f"the store file {store_path} is a leftover of an earlier run "
+                                                      f"but could not be removed ({why}). Run 'ddpstudio clean' "
+                                                      "to see what holds it.", report.killed)
+    message = f"removed the leftover store file {store_path} ({stale[0].reason})"
+    if report.killed:
+        message += "; first stopped its orphaned processes (pid " + ", ".join(str(p.pid) for p in report.killed) + ")"
+    return PrelaunchResult(True, report.deleted, message, report.killed)
+
+
+def _not_ours_message(store_path: str, platform: Platform) -> str:
+    holders = [pid for pid, _ in lockholders.holders([store_path])]
+    delete = f'del "{store_path}"' if platform.is_windows else f"rm {shlex.quote(store_path)}"
+    text = (f"the store file {store_path} already exists, and no DDP Studio run left it there. A FileStore needs a "
+            "new, empty file; an old one makes the ranks hang or fail (pytorch #55967).")
+    if holders:
+        return text + (f" It is open in pid {', '.join(map(str, holders))}, so another program may be using it: "
+                       "choose another store path.")
+    return text + f" If no training uses it any more, delete it ({delete}), or choose another store path."

@@ -1,0 +1,171 @@
+"""The run registry: one JSON record per launch, the source of truth for "ours".
+
+Each record names the launcher and every rank by pid *and* create time, so a
+pid that the OS has since handed to another program is never taken for ours.
+The launcher writes the record before it spawns a rank and after each one
+(``record_start``), and the final state when the run ends (``record_end``).
+Writes are atomic (temp file + ``os.replace``); a record that cannot be read
+is reported as a :class:`CorruptRecord` and skipped, never raised.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ddpstudio.core import paths
+
+SCHEMA_VERSION = 1
+RUNNING = "running"
+ENDED_STATES = ("finished", "failed", "stopped")
+STATES = (RUNNING, *ENDED_STATES)
+
+
+@dataclass(frozen=True)
+class RankRecord:
+    rank: int
+    pid: int
+    create_time: float | None
+
+
+@dataclass
+class RunRecord:
+    run_id: str
+    run_dir: str
+    launcher_pid: int
+    launcher_create_time: float | None
+    started: float
+    ranks: list[RankRecord] = field(default_factory=list)
+    store_path: str | None = None
+    store_is_fixed: bool = False
+    port: int | None = None
+    state: str = RUNNING
+    ended: float | None = None
+    note: str | None = None
+
+    @property
+    def ended_state(self) -> bool:
+        return self.state in ENDED_STATES
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"version": SCHEMA_VERSION, **asdict(self)}
+
+    @classmethod
+    def from_dict(cls, raw: Any) -> "RunRecord":
+        """Raises ``ValueError`` (with the reason) for anything that is not a usable record."""
+        if not isinstance(raw, dict):
+            raise ValueError("not a JSON object")
+        try:
+            ranks = [RankRecord(int(r["rank"]), int(r["pid"]), _time(r.get("create_time")))
+                     for r in raw.get("ranks") or []]
+            record = cls(
+                run_id=str(raw["run_id"]), run_dir=str(raw["run_dir"]),
+                launcher_pid=int(raw["launcher_pid"]), launcher_create_time=_time(raw.get("launcher_create_time")),
+                started=float(raw["started"]), ranks=ranks, store_path=raw.get("store_path"),
+                store_is_fixed=bool(raw.get("store_is_fixed")), port=raw.get("port"),
+                state=str(raw.get("state", RUNNING)), ended=_time(raw.get("ended")), note=raw.get("note"))
+        except KeyError as exc:
+            raise ValueError(f"missing field {exc.args[0]!r}") from None
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"bad field value ({exc})") from None
+        if record.state not in STATES:
+            raise ValueError(f"unknown state {record.state!r}")
+        if record.store_path is not None and not isinstance(record.store_path, str):
+            raise ValueError("store_path is not a string")
+        return record
+
+
+@dataclass(frozen=True)
+class CorruptRecord:
+    path: str
+    reason: str
+
+    @property
+    def run_id(self) -> str:
+        return Path(self.path).stem
+
+
+def _time(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+def record_path(run_id: str) -> Path:
+    return paths.registry_dir() / f"{run_id}.json"
+
+
+def write_record(record: RunRecord) -> Path:
+    """Write atomically: a reader sees the old record or the new one, never half of one."""
+    path = record_path(record.run_id)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(record.to_dict(), indent=2), encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
+def record_start(run_id: str, *, run_dir: str, launcher_pid: int, launcher_create_time: float | None,
+                 ranks: list[RankRecord] | None = None, store_path: str | None = None,
+                 store_is_fixed: bool = False, port: int | None = None,
+                 started: float | None = None) -> RunRecord:
+    """Record a run as running (again after each spawned rank: the record grows with the run)."""
+    record = RunRecord(run_id=run_id, run_dir=str(run_dir), launcher_pid=launcher_pid,
+                       launcher_create_time=launcher_create_time,
+                       started=time.time() if started is None else started, ranks=list(ranks or []),
+                       store_path=store_path, store_is_fixed=store_is_fixed, port=port)
+    write_record(record)
+    return record
+
+
+def read_record(path: str | os.PathLike) -> RunRecord:
+    """One record; raises ``ValueError`` or ``OSError`` when it cannot be read."""
+    try:
+        raw = json.loads(Path(path).read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise ValueError("not UTF-8 text") from None
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno}): "
+                         "half-written or damaged") from None
+    return RunRecord.from_dict(raw)
+
+
+def record_end(run_id: str, state: str, note: str | None = None) -> RunRecord | None:
+    """Mark a run ended. ``None`` (and nothing written) when its record is missing or unreadable."""
+    if state not in ENDED_STATES:
+        raise ValueError(f"an ended run is {', '.join(ENDED_STATES)}, not {state!r}")
+    try:
+        record = read_record(record_path(run_id))
+    except (OSError, ValueError):
+        return None
+    record.state, record.ended = state, time.time()
+    if note:
+        record.note = note
+    write_record(record)
+    return record
+
+
+def load_records() -> tuple[list[RunRecord], list[CorruptRecord]]:
+    """Every record, oldest first, and the ones that could not be read (with why)."""
+    folder = paths.registry_dir()
+    try:
+        files = sorted(p for p in folder.iterdir() if p.suffix == ".json")
+    except FileNotFoundError:
+        return [], []
+    records, corrupt = [], []
+    for path in files:
+        try:
+            record = read_record(path)
+        except FileNotFoundError:
+            continue  # removed between listing and reading
+        except (OSError, ValueError) as exc:
+            corrupt.append(CorruptRecord(str(path), str(exc)))
+            continue
+        if record.run_id != path.stem:
+            corrupt.append(CorruptRecord(str(path), f"names run {record.run_id!r}, not {path.stem!r}"))
+            continue
+        records.append(record)
+    records.sort(key=lambda r: r.started)
+    return records, corrupt
