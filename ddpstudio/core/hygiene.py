@@ -165,11 +165,12 @@ def clean(findings: Findings | None = None, include_foreign: bool = False, dry_r
             report.left.append((p.describe(), f"not started by DDP Studio (has {p.path} open; command: "
                                               f"{_short(p.cmdline)}); stopped only with --include-foreign"))
     now_stale = {norm(s.path) for s in now.stale_stores}
+    shown_stale = {norm(s.path) for s in shown.stale_stores}
     for s in shown.stale_stores:
         if norm(s.path) not in now_stale and os.path.lexists(s.path):
             report.left.append((s.path, "no longer stale: a live run uses it now"))
     for s in now.stale_stores:
-        if norm(s.path) in {norm(x.path) for x in shown.stale_stores}:
+        if norm(s.path) in shown_stale:
             _delete(report, s, now, stopped, dry_run)
     shown_dead = set(shown.dead_runs)
     for run_id in now.dead_runs:

@@ -45,7 +45,7 @@ class ProcTable:
     def __init__(self, procs: dict[int, Proc]) -> None:
         self.procs = procs
         self._children: dict[int, list[Proc]] | None = None
-        self._pgids: dict[int, int | None] = {}
+        self._groups: dict[int, list[Proc]] | None = None
 
     @classmethod
     def take(cls) -> "ProcTable":
@@ -98,16 +98,19 @@ class ProcTable:
                 found[child.pid] = child
                 stack.append((child.pid, child.create_time))
         if posix:
-            for proc in self.procs.values():
+            for proc in self._group(pid):
                 if (proc.pid not in found and proc.pid != pid and proc.create_time is not None
-                        and proc.create_time + SAME_TIME_S >= created and self._pgid(proc.pid) == pid):
+                        and proc.create_time + SAME_TIME_S >= created):
                     found[proc.pid] = proc
         return [p for p in found.values() if not p.zombie]
 
-    def _pgid(self, pid: int) -> int | None:
-        if pid not in self._pgids:
-            try:
-                self._pgids[pid] = os.getpgid(pid)  # type: ignore[attr-defined]
-            except (OSError, AttributeError):
-                self._pgids[pid] = None
-        return self._pgids[pid]
+    def _group(self, pgid: int) -> list[Proc]:
+        """The members of process group ``pgid`` (POSIX), from one pass over the table."""
+        if self._groups is None:
+            self._groups = {}
+            for proc in self.procs.values():
+                try:
+                    self._groups.setdefault(os.getpgid(proc.pid), []).append(proc)  # type: ignore[attr-defined]
+                except (OSError, AttributeError):
+                    continue
+        return self._groups.get(pgid, [])
