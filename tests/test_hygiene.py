@@ -338,3 +338,14 @@ def test_core_cleanup_modules_do_not_import_qt():
     code = ("import sys, ddpstudio.core.hygiene, ddpstudio.cli.clean; "
             "sys.exit(any(m.startswith(('PySide6', 'pyqtgraph')) for m in sys.modules))")
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
+
+
+def test_a_fixed_store_rewritten_long_after_our_run_ended_is_not_ours_any_more(tmp_path):
+    store = stale_file(tmp_path / "pg")
+    ended = registry.record_end(record("old", store=store).run_id, "finished").ended
+    os.utime(store, (ended + 60, ended + 60))  # e.g. the user's own torchrun job on the same path
+    assert hygiene.scan().stale_stores == []
+    result = hygiene.prelaunch_check(store)
+    assert not result.ok and os.path.exists(store)
+    os.utime(store, (ended + 1, ended + 1))  # written as our run ended: our leftover
+    assert [s.path for s in hygiene.scan().stale_stores] == [store]

@@ -27,6 +27,8 @@ from ddpstudio.core.registry import CorruptRecord, RunRecord
 __all__ = ["CleanReport", "CorruptRecord", "Findings", "PrelaunchResult", "ProcessInfo", "StaleStore",
            "clean", "prelaunch_check", "scan"]
 
+# A store written this long after its run's last sign of life was written by someone else.
+REWRITE_SLACK_S = 10.0
 KILLED_NOTE = "the launcher was killed before it could record the end; marked by ddpstudio clean"
 
 
@@ -89,11 +91,17 @@ def _reason(record: RunRecord) -> str:
 def _stale_stores(over: list[RunRecord], live: set[str], corrupt: list[CorruptRecord],
                   table: ProcTable) -> list[StaleStore]:
     stale: dict[str, StaleStore] = {}
+    ours = norm(str(paths.store_dir()))
+    rewritten: set[str] = set()
     for r in reversed(over):  # newest first: the reason names the last run that used the file
         if r.store_path and os.path.isfile(r.store_path):
             key = norm(r.store_path)
-            if key not in live and key not in stale:
-                stale[key] = StaleStore(r.store_path, _reason(r), r.run_id)
+            if key in live or key in stale or key in rewritten:
+                continue
+            if os.path.dirname(key) != ours and _written_since(r.store_path, r):
+                rewritten.add(key)  # another program uses that path now: not our leftover any more
+                continue
+            stale[key] = StaleStore(r.store_path, _reason(r), r.run_id)
     unreadable = {c.run_id for c in corrupt}
     try:
         files = sorted(p for p in paths.store_dir().iterdir() if p.is_file())
@@ -106,6 +114,30 @@ def _stale_stores(over: list[RunRecord], live: set[str], corrupt: list[CorruptRe
             continue  # in use, already listed, or its record is unreadable: cannot tell, so leave it
         stale[key] = StaleStore(str(f), "in DDP Studio's store folder and used by no live run", None)
     return list(stale.values())
+
+
+def _written_since(path: str, record: RunRecord) -> bool:
+    """Was the file written well after the run's last sign of life (its end, or its newest log or event)?
+
+    A user may point torchrun at the same fixed path (the blog's ``D:\\pg``)
+    after our run; such a file must not be taken for our leftover. FileStore
+    ranks open the file only briefly, so no lock shows that it is in use.
+    """
+    try:
+        written = os.stat(path).st_mtime
+    except OSError:
+        return False
+    last = record.ended or record.started
+    if written <= last + REWRITE_SLACK_S:
+        return False
+    run = Path(record.run_dir)
+    for folder, pattern in ((run, "*.json*"), (run / "events", "*.jsonl"), (run / "logs", "*.log")):
+        for p in folder.glob(pattern):
+            try:
+                last = max(last, p.stat().st_mtime)
+            except OSError:
+                continue
+    return written > last + REWRITE_SLACK_S
 
 
 def _unrecorded_live(run_id: str, table: ProcTable) -> bool:
@@ -166,9 +198,11 @@ def clean(findings: Findings | None = None, include_foreign: bool = False, dry_r
                                               f"{_short(p.cmdline)}); stopped only with --include-foreign"))
     now_stale = {norm(s.path) for s in now.stale_stores}
     shown_stale = {norm(s.path) for s in shown.stale_stores}
+    now_live = {norm(p) for p in now.live_stores}
     for s in shown.stale_stores:
         if norm(s.path) not in now_stale and os.path.lexists(s.path):
-            report.left.append((s.path, "no longer stale: a live run uses it now"))
+            report.left.append((s.path, "no longer stale: a live run uses it now" if norm(s.path) in now_live
+                                else "no longer a leftover of ours: another program has written it since"))
     for s in now.stale_stores:
         if norm(s.path) in shown_stale:
             _delete(report, s, now, stopped, dry_run)
