@@ -113,3 +113,38 @@ def test_print_findings_lists_every_kind(procs, tmp_path):  # noqa: F811
     empty = io.StringIO()
     print_findings({"empty": True}, empty)
     assert empty.getvalue().startswith("leftovers: none")
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def _clean_in_process(monkeypatch, answers: str, *flags: str) -> int:
+    from ddpstudio.cli.main import _parser
+
+    monkeypatch.setattr("sys.stdin", _Terminal(answers))
+    args = _parser().parse_args(["clean", *flags])
+    return args.func(args)
+
+
+def test_on_a_terminal_clean_asks_first(procs, tmp_path, monkeypatch, capsys):  # noqa: F811
+    rank = procs()
+    store = stale_file(tmp_path / "pg")
+    record("dead", ranks=[rank], store=store)
+    assert _clean_in_process(monkeypatch, "n\n") == 1
+    assert alive(rank) and os.path.exists(store)
+    assert "Clean up the leftovers listed above? [y/N]" in capsys.readouterr().err
+    assert _clean_in_process(monkeypatch, "y\n") == 0
+    assert not alive(rank) and not os.path.exists(store)
+    assert "Stopped 1 process" in capsys.readouterr().out
+
+
+def test_on_a_terminal_foreign_processes_need_a_second_yes(procs, tmp_path, monkeypatch, capsys):  # noqa: F811
+    store = stale_file(tmp_path / "pg")
+    record("dead", store=store)
+    holder = procs(HOLD.format(path=store), session=False, wait_ready=True)
+    assert _clean_in_process(monkeypatch, "y\nn\n", "--include-foreign") == 1
+    assert alive(holder) and "marked NOT OURS?" in capsys.readouterr().err
+    assert _clean_in_process(monkeypatch, "y\ny\n", "--include-foreign") == 0
+    assert not alive(holder) and not os.path.exists(store)
