@@ -42,6 +42,7 @@ def populate(home: Path, n: int, orphans: int) -> list[subprocess.Popen]:
     paths.store_dir().mkdir(parents=True)
     sleepers = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True)
                 for _ in range(orphans)]
+    now = time.time()  # a store written long after its run started and ended would not count as ours
     for i in range(n):
         run_id = f"run-{i:05d}"
         store = (fixed / f"pg{i}") if i % 2 else (paths.store_dir() / f"{run_id}.store")
@@ -51,7 +52,7 @@ def populate(home: Path, n: int, orphans: int) -> list[subprocess.Popen]:
             ranks[0] = registry.RankRecord(0, sleepers[i].pid, create_time(sleepers[i].pid))
         registry.record_start(run_id, run_dir=str(paths.runs_dir() / run_id), launcher_pid=DEAD_PID,
                               launcher_create_time=1000.0 + i, ranks=ranks, store_path=str(store),
-                              store_is_fixed=bool(i % 2), started=1000.0 + i)
+                              store_is_fixed=bool(i % 2), started=now)
     return sleepers
 
 
