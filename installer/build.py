@@ -6,7 +6,7 @@ nsis.sourceforge.io or ``choco install nsis``), from a clean checkout:
 1. the version comes from the package (``ddpstudio.__version__``);
 2. the app wheel is built with ``pip wheel --no-deps``;
 3. ``uv.exe`` is taken from uv's Windows wheel on PyPI (pinned, cached in build/);
-4. the icon comes from ``resources/ddpstudio.ico``;
+4. the icon and the Welcome-page picture come from ``resources/``;
 5. makensis compiles installer/ddpstudio.nsi into ``dist/DDPStudio-Setup-<version>.exe``.
 """
 
@@ -28,6 +28,7 @@ import uvbinary  # noqa: E402  (installer/ is not a package)
 
 SCRIPT = HERE / "ddpstudio.nsi"
 ICON = REPO / "resources" / "ddpstudio.ico"
+WELCOME = REPO / "resources" / "installer-welcome.bmp"
 
 
 def package_version(repo: Path = REPO) -> str:
@@ -89,6 +90,7 @@ def stage(build_dir: Path, wheel: Path) -> Path:
     (folder / "wheels").mkdir(parents=True)
     shutil.copy2(wheel, folder / "wheels" / wheel.name)
     shutil.copy2(ICON, folder / "ddpstudio.ico")
+    shutil.copy2(WELCOME, folder / "installer-welcome.bmp")  # compiled into the installer's pages, not installed
     shutil.copy2(uvbinary.uv_binary(uvbinary.WINDOWS, build_dir / "uv-cache"), folder / "uv.exe")
     return folder
 
@@ -115,8 +117,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--makensis", help="path to makensis (default: PATH, then NSIS' Windows folders)")
     args = parser.parse_args(argv)
 
-    if not ICON.is_file():
-        raise SystemExit(f"{ICON} is missing: run python resources/make_icon.py")
+    for needed in (ICON, WELCOME):
+        if not needed.is_file():
+            raise SystemExit(f"{needed} is missing: run python resources/make_icon.py")
     version = package_version()
     makensis = find_makensis(args.makensis)
     build_dir = args.build_dir.resolve()

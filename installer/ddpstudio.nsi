@@ -70,6 +70,8 @@ VIAddVersionKey "LegalCopyright" "BSD-3-Clause"
 
 !define MUI_ICON "${STAGE}\ddpstudio.ico"
 !define MUI_UNICON "${STAGE}\ddpstudio.ico"
+!define MUI_WELCOMEFINISHPAGE_BITMAP "${STAGE}\installer-welcome.bmp"
+!define MUI_UNWELCOMEFINISHPAGE_BITMAP "${STAGE}\installer-welcome.bmp"
 !define MUI_ABORTWARNING
 !define MUI_WELCOMEPAGE_TITLE "Install ${APP_NAME} ${VERSION}"
 !define MUI_WELCOMEPAGE_TEXT "${APP_NAME} trains PyTorch models on all the GPUs of this computer.$\r$\n$\r$\nSetup installs it for you only: no administrator rights are needed.$\r$\n$\r$\nAt the end, Setup downloads Python and PyTorch (a few GB, once) and picks the PyTorch build that fits your NVIDIA driver. A window shows the progress. Keep the computer connected to the internet.$\r$\n$\r$\nClick Next to continue."
@@ -134,6 +136,9 @@ Section "Desktop shortcut" SecDesktop
 SectionEnd
 
 Section "-Set up PyTorch" SecSetup
+  ; What the bootstrap will download and unpack (a GPU build, in KB), so the
+  ; Directory page shows the real space needed and refuses a full drive.
+  AddSize 8000000
   Call RunBootstrap
   ; For "Installed apps". env\ holds the packages; cache\ is hardlinked to
   ; them, so counting it too would double the size.

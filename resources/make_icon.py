@@ -1,7 +1,8 @@
 """Draws DDP Studio's icon: four linked GPU blocks on a rounded square.
 
-Run ``python resources/make_icon.py`` to regenerate ``ddpstudio.png`` (256 px)
-and ``ddpstudio.ico`` (16, 32, 48 and 256 px). The design is ours, drawn with
+Run ``python resources/make_icon.py`` to regenerate ``ddpstudio.png`` (256 px),
+``ddpstudio.ico`` (16, 32, 48 and 256 px) and ``installer-welcome.bmp`` (the
+164 x 314 picture on the installer's Welcome and Finish pages). The design is ours, drawn with
 Pillow; each size is rendered from a 4x supersampled canvas so the small
 sizes stay crisp instead of being shrunk from the 256 px image.
 """
@@ -64,14 +65,24 @@ def render(size: int) -> Image.Image:
     return canvas.resize((size, size), Image.LANCZOS)
 
 
+def welcome_bitmap() -> Image.Image:
+    """The installer's side picture: the background gradient with the icon near the top."""
+    width, height = 164, 314
+    column = _gradient(height).resize((width, height))
+    icon = render(112)
+    column.paste(icon, ((width - 112) // 2, 40), icon)
+    return column.convert("RGB")  # NSIS wants a plain 24-bit BMP
+
+
 def main(out_dir: Path = HERE) -> int:
-    """Writes ddpstudio.png and ddpstudio.ico into ``out_dir``."""
+    """Writes the PNG, the ICO and the installer's BMP into ``out_dir``."""
     out_dir.mkdir(parents=True, exist_ok=True)
     render(PNG_SIZE).save(out_dir / "ddpstudio.png")
     images = [render(s) for s in ICO_SIZES]
     # Pillow writes one ICO entry per size; the pre-rendered images are used
     # as they are instead of being shrunk from the largest one.
     images[-1].save(out_dir / "ddpstudio.ico", sizes=[(s, s) for s in ICO_SIZES], append_images=images[:-1])
+    welcome_bitmap().save(out_dir / "installer-welcome.bmp")
     return 0
 
 
