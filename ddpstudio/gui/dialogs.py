@@ -1,0 +1,66 @@
+"""Every question the window asks goes through one ``Dialogs`` object, so tests can answer it.
+
+Tests pass their own object with the same methods (no modal dialog ever
+blocks a test); the window never calls QMessageBox or QFileDialog directly.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtWidgets import QFileDialog, QMessageBox, QWidget
+
+
+class Dialogs:
+    def __init__(self, parent: QWidget | None = None) -> None:
+        self.parent = parent
+
+    def ask_yes_no(self, title: str, text: str, yes: str = "Yes", no: str = "No") -> bool:
+        box = QMessageBox(QMessageBox.Icon.Question, title, text, parent=self.parent)
+        yes_button = box.addButton(yes, QMessageBox.ButtonRole.AcceptRole)
+        no_button = box.addButton(no, QMessageBox.ButtonRole.RejectRole)
+        box.setDefaultButton(no_button)
+        box.exec()
+        return box.clickedButton() is yes_button
+
+    def info(self, title: str, text: str) -> None:
+        QMessageBox.information(self.parent, title, text)
+
+    def error(self, title: str, text: str, details: str = "") -> None:
+        box = QMessageBox(QMessageBox.Icon.Critical, title, text, parent=self.parent)
+        if details:
+            box.setDetailedText(details)
+        box.exec()
+
+    def open_file(self, title: str, start: str = "", filter: str = "Python scripts (*.py);;All files (*)") -> str:
+        path, _ = QFileDialog.getOpenFileName(self.parent, title, start, filter)
+        return path
+
+    def save_file(self, title: str, start: str = "") -> str:
+        path, _ = QFileDialog.getSaveFileName(self.parent, title, start)
+        return path
+
+    def folder(self, title: str, start: str = "") -> str:
+        return QFileDialog.getExistingDirectory(self.parent, title, start)
+
+
+class ScriptedDialogs:
+    """Answers given in advance (tests, benchmarks); records what was asked."""
+
+    def __init__(self, yes: bool = True, paths: list[str] | None = None) -> None:
+        self.yes, self.paths = yes, list(paths or [])
+        self.asked: list[tuple[str, str]] = []
+
+    def ask_yes_no(self, title: str, text: str, yes: str = "Yes", no: str = "No") -> bool:
+        self.asked.append((title, text))
+        return self.yes
+
+    def info(self, title: str, text: str) -> None:
+        self.asked.append((title, text))
+
+    def error(self, title: str, text: str, details: str = "") -> None:
+        self.asked.append((title, text))
+
+    def _path(self, title: str, *_args) -> str:
+        self.asked.append((title, ""))
+        return self.paths.pop(0) if self.paths else ""
+
+    open_file = save_file = folder = _path

@@ -1,0 +1,121 @@
+"""The run setup as the form holds it: plain values, saved between sessions and per run.
+
+:meth:`SetupState.to_request` turns it into the core's
+:class:`~ddpstudio.core.policy.Request`; :func:`from_plan` rebuilds it from a
+past run's plan (runs started by the CLI have no saved form).
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import asdict, dataclass, fields
+
+from ddpstudio.core.plan import DEFAULT_DIST_ARGS, Plan, RecipeSpec, ScriptSpec
+from ddpstudio.core.policy import Request
+
+WORKLOADS = ("recipe", "script-args", "script-env")
+STORES = ("fresh", "fixed", "tcp")
+COMMON_MODELS = ("resnet18", "resnet34", "resnet50", "mobilenet_v3_small", "mobilenet_v3_large",
+                 "efficientnet_b0", "convnext_tiny", "vit_b_16")
+
+
+@dataclass
+class SetupState:
+    workload: str = "recipe"  # recipe | script-args | script-env
+    model: str = "resnet18"
+    data: str = "synthetic"  # synthetic | folder | cifar10
+    data_dir: str = ""
+    image_size: int = 32
+    script_path: str = ""
+    script_args: str = ""
+    dist_args: str = DEFAULT_DIST_ARGS
+    script_cwd: str = ""
+    world_size: int = 0  # 0: one per GPU (2 on the CPU)
+    backend: str = "auto"
+    store: str = "fresh"  # fresh | fixed | tcp
+    store_path: str = ""
+    port: int = 0  # 0: a free one
+    batch_size: int = 32
+    batch_mode: str = "per-rank"  # per-rank | split
+    scale_lr: bool = False
+    lr: float = 0.05
+    epochs: int = 1
+    max_steps: int = 0  # 0: no limit
+    workers: int = 0
+    checkpoint_dir: str = ""
+    resume: bool = False
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, raw: dict | None) -> "SetupState":
+        """Tolerant of old or hand-edited settings: unknown keys and wrong types are dropped."""
+        state = cls()
+        if not isinstance(raw, dict):
+            return state
+        for f in fields(cls):
+            value = raw.get(f.name)
+            default = getattr(state, f.name)
+            if value is None or isinstance(value, bool) != isinstance(default, bool):
+                continue
+            if isinstance(default, float) and isinstance(value, int):
+                value = float(value)
+            if isinstance(value, type(default)):
+                setattr(state, f.name, value)
+        return state
+
+    @property
+    def is_script(self) -> bool:
+        return self.workload.startswith("script")
+
+    def to_request(self) -> Request:
+        """The core's request; raises ValueError(field, message) for text that cannot be split."""
+        request = Request(backend=self.backend, world_size=self.world_size or None,
+                          store={"fresh": "auto", "fixed": "file", "tcp": "tcp"}.get(self.store, self.store),
+                          store_path=self.store_path.strip() or None if self.store == "fixed" else None,
+                          port=self.port or None if self.store == "tcp" else None,
+                          batch_mode=self.batch_mode)
+        if self.is_script:
+            try:
+                args = shlex.split(self.script_args)
+            except ValueError as exc:
+                raise FieldError("script_args", f"the script arguments cannot be split ({exc}); "
+                                                "check the quotes") from exc
+            request.script = ScriptSpec(path=self.script_path.strip(), args=args,
+                                        style="env" if self.workload == "script-env" else "args",
+                                        dist_args=self.dist_args, cwd=self.script_cwd.strip() or None)
+        else:
+            request.recipe = RecipeSpec(
+                model=self.model.strip(), data=self.data, data_dir=self.data_dir.strip() or None,
+                epochs=self.epochs, max_steps=self.max_steps or None, batch_size=self.batch_size,
+                lr=self.lr, scale_lr=self.scale_lr, image_size=self.image_size, workers=self.workers,
+                checkpoint_dir=self.checkpoint_dir.strip() or None, resume=self.resume)
+        return request
+
+
+class FieldError(ValueError):
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+def from_plan(plan: Plan) -> SetupState:
+    """The form for "run again" of a run whose form was not saved (e.g. started from the CLI)."""
+    state = SetupState(world_size=plan.world_size, backend=plan.backend)
+    if plan.store == "tcp":
+        state.store = "tcp"
+    elif plan.store_is_fixed and plan.store_path:
+        state.store, state.store_path = "fixed", plan.store_path
+    if plan.script is not None:
+        s = plan.script
+        state.workload = "script-env" if s.style == "env" else "script-args"
+        state.script_path, state.script_args = s.path, shlex.join(s.args)
+        state.dist_args, state.script_cwd = s.dist_args, s.cwd or ""
+    elif plan.recipe is not None:
+        r = plan.recipe
+        state.model, state.data, state.data_dir, state.image_size = r.model, r.data, r.data_dir or "", r.image_size
+        state.batch_size, state.scale_lr, state.lr = r.batch_size, r.scale_lr, r.lr  # per rank after any split
+        state.epochs, state.max_steps, state.workers = r.epochs, r.max_steps or 0, r.workers
+        state.checkpoint_dir, state.resume = r.checkpoint_dir or "", r.resume
+    return state

@@ -1,0 +1,75 @@
+"""What to do about a failure: the hint that applies to a root cause, found by its words.
+
+The launcher reports the earliest failure (the rank's last exception line and
+traceback tail, or its rendezvous watchdog's findings); each rule below
+recognises one of the failures of docs in WINDOWS_DDP terms and says the fix.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+CLEANUP = "cleanup"  # the action a hint may offer: run the Clean up dialog
+
+
+@dataclass(frozen=True)
+class Hint:
+    key: str
+    title: str
+    text: str
+    action: str | None = None
+
+
+_RULES: tuple[tuple[Hint, tuple[str, ...]], ...] = (
+    (Hint("stale_store", "A killed run left its store file behind",
+          "The FileStore file was not new, so the ranks read a dead run's addresses and could not connect "
+          "(pytorch #55967). Click Clean up to remove it, or use a fresh FileStore (the default).", CLEANUP),
+     ("existed before this run started", "connectfullmesh failed", "a killed run left it behind")),
+    (Hint("busy_port", "The port is already in use",
+          "Another process (often an orphaned rank of an earlier run) listens on the store's port. Leave the "
+          "port empty to pick a free one, or click Clean up to find and end orphaned ranks.", CLEANUP),
+     ("address already in use", "eaddrinuse", "errno: 98", "error 10048", "is held by another process",
+      "failed to listen", "failed to bind")),
+    (Hint("libuv", "This PyTorch build has no libuv",
+          "Windows wheels are built without libuv but TCPStore asks for it (pytorch #139990). Use the "
+          "FileStore (the default), or keep USE_LIBUV=0 in the environment: DDP Studio sets it for its "
+          "TCP store, but torchrun-style rendezvous ignores it (#148283)."),
+     ("use_libuv was requested", "without libuv support")),
+    (Hint("network_adapter", "Gloo picked the wrong network adapter",
+          "The host name resolves to a VPN, Hyper-V or Docker adapter (pytorch #77523). For a run on one "
+          "machine, pin Gloo to the loopback adapter: set GLOO_SOCKET_IFNAME to it (DDP Studio does this "
+          "unless your environment overrides it) and use 127.0.0.1 as the master address."),
+     ("10049", "address not valid in its context", "makedeviceforhostname", "unsupported gloo device")),
+    (Hint("no_nccl", "NCCL is not available here",
+          "PyTorch for Windows has no NCCL. Choose the gloo backend (auto does)."),
+     ("nccl built in", "doesn't have nccl", "nccl is not available")),
+    (Hint("out_of_memory", "A GPU ran out of memory",
+          "Lower the batch size per rank, or split the batch over the ranks instead of scaling it."),
+     ("cuda out of memory", "outofmemoryerror")),
+    (Hint("rendezvous", "The ranks never met",
+          "A rank did not join in time. Check that nothing else uses the store (Clean up lists leftovers) "
+          "and that no firewall blocks local connections; the logs of the missing rank say more.", CLEANUP),
+     ("rendezvous stalled", "timed out initializing process group", "socket timeout")),
+)
+
+
+def hints_for(*texts: str) -> list[Hint]:
+    """Hints whose words appear in any of ``texts`` (summary, message, traceback), most specific first."""
+    haystack = "\n".join(t for t in texts if t).lower()
+    found = [hint for hint, words in _RULES if any(w in haystack for w in words)]
+    if any(h.key == "stale_store" for h in found):
+        found = [h for h in found if h.key != "rendezvous"]
+    return found
+
+
+def low_load_hint(mean_gpu_util: float | None, data_wait_fraction: float | None) -> Hint | None:
+    """Advice while a run trains: the GPUs are idle much of the time, or the ranks wait for data."""
+    if data_wait_fraction is not None and data_wait_fraction > 0.25:
+        return Hint("data_wait", "The ranks wait for data",
+                    f"{100 * data_wait_fraction:.0f}% of each step is spent waiting for the next batch. "
+                    "Raise the number of DataLoader workers.")
+    if mean_gpu_util is not None and mean_gpu_util < 40:
+        return Hint("low_gpu_load", "Low GPU load",
+                    f"The GPUs were busy only {mean_gpu_util:.0f}% of the time in the last 30 s. Raise the batch "
+                    "size per rank or the number of DataLoader workers.")
+    return None

@@ -1,0 +1,146 @@
+"""The machine panel: one card per GPU (or the CPU card), and the backend/store chosen, with why.
+
+Cards are filled from the inventory once and updated from each sampler
+snapshot; a value the driver does not report reads "n/a", never 0.
+"""
+
+from __future__ import annotations
+
+import os
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QFrame, QGroupBox, QLabel, QProgressBar, QVBoxLayout, QWidget
+
+from ddpstudio.core.gpu import GpuInfo, GpuSample, Inventory, Snapshot
+from ddpstudio.core.plan import Plan
+
+CPU_MODE_TEXT = "No NVIDIA GPU found: training runs on the CPU with Gloo"
+
+
+def _label(text: str = "", bold: bool = False, wrap: bool = True) -> QLabel:
+    label = QLabel(text)
+    label.setWordWrap(wrap)
+    label.setTextFormat(Qt.TextFormat.PlainText)
+    if bold:
+        font = label.font()
+        font.setBold(True)
+        label.setFont(font)
+    return label
+
+
+def _bar(name: str) -> QProgressBar:
+    bar = QProgressBar()
+    bar.setRange(0, 100)
+    bar.setAccessibleName(name)
+    bar.setTextVisible(True)
+    return bar
+
+
+class GpuCard(QFrame):
+    def __init__(self, gpu: GpuInfo, inventory: Inventory, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setFrameShape(QFrame.Shape.StyledPanel)
+        self.gpu = gpu
+        self.title = _label(f"GPU {gpu.index}: {gpu.name}", bold=True)
+        driver = inventory.driver_version or "n/a"
+        cc = f" · compute {gpu.compute_capability}" if gpu.compute_capability else ""
+        self.detail = _label(f"{gpu.total_memory_mb / 1024:.1f} GiB{cc} · driver {driver}")
+        self.util = _bar(f"GPU {gpu.index} utilisation")
+        self.memory = _bar(f"GPU {gpu.index} memory")
+        self.sensors = _label("")
+        layout = QVBoxLayout(self)
+        for widget in (self.title, self.detail, self.util, self.memory, self.sensors):
+            layout.addWidget(widget)
+        self.update_sample(None)
+
+    def update_sample(self, sample: GpuSample | None) -> None:
+        util = sample.utilization_pct if sample else None
+        self.util.setValue(int(util or 0))
+        self.util.setFormat(f"load {util:.0f}%" if util is not None else "load n/a")
+        used = sample.memory_used_mb if sample else None
+        total = (sample.memory_total_mb if sample else None) or self.gpu.total_memory_mb
+        self.memory.setValue(int(100 * used / total) if used is not None and total else 0)
+        self.memory.setFormat(f"memory {used / 1024:.1f} / {total / 1024:.1f} GiB" if used is not None
+                              else "memory n/a")
+        parts = []
+        if sample and sample.temperature_c is not None:
+            parts.append(f"{sample.temperature_c:.0f} °C")
+        if sample and sample.power_w is not None:
+            parts.append(f"{sample.power_w:.0f} W")
+        self.sensors.setText(" · ".join(parts))
+        self.sensors.setVisible(bool(parts))
+
+
+class CpuCard(QFrame):
+    def __init__(self, inventory: Inventory, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setFrameShape(QFrame.Shape.StyledPanel)
+        self.title = _label(CPU_MODE_TEXT, bold=True)
+        why = [inventory.nvml_state] if inventory.nvml_state != "ok" else []
+        why += list(inventory.notes)
+        self.detail = _label(f"{os.cpu_count() or '?'} logical CPUs · torch {inventory.torch_version}"
+                             + "".join(f"\n{w}" for w in why))
+        self.ranks = _label("")
+        self.ranks.setAccessibleName("CPU load per rank")
+        layout = QVBoxLayout(self)
+        for widget in (self.title, self.detail, self.ranks):
+            layout.addWidget(widget)
+        self.update_ranks({})
+
+    def update_ranks(self, load: dict[int, float]) -> None:
+        self.ranks.setText("  ".join(f"rank {r}: {pct:.0f}%" for r, pct in sorted(load.items())))
+        self.ranks.setVisible(bool(load))
+
+
+class MachinePanel(QGroupBox):
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__("Machine", parent)
+        self.inventory: Inventory | None = None
+        self.cards: list[QFrame] = []
+        self.status = _label("Looking at this machine…")
+        self.decisions = _label("")
+        self.decisions.setAccessibleName("Chosen backend and store")
+        self._cards_box = QVBoxLayout()
+        layout = QVBoxLayout(self)
+        layout.addWidget(self.status)
+        layout.addLayout(self._cards_box)
+        layout.addWidget(self.decisions)
+
+    @property
+    def cpu_mode(self) -> bool | None:
+        return None if self.inventory is None else self.inventory.cpu_mode
+
+    def set_inventory(self, inventory: Inventory) -> None:
+        self.inventory = inventory
+        for card in self.cards:
+            card.deleteLater()
+        if inventory.cpu_mode:
+            self.cards = [CpuCard(inventory)]
+        else:
+            self.cards = [GpuCard(gpu, inventory) for gpu in inventory.gpus]
+        for card in self.cards:
+            self._cards_box.addWidget(card)
+        self.status.hide()
+
+    def set_inventory_failed(self, message: str) -> None:
+        self.status.setText(f"Could not inspect this machine: {message}")
+
+    def update_snapshot(self, snapshot: Snapshot, rank_load: dict[int, float]) -> None:
+        inventory = self.inventory
+        if inventory is None:
+            return
+        if inventory.cpu_mode:
+            self.cards[0].update_ranks(rank_load)
+            return
+        for sample in snapshot.gpus:
+            gpu = inventory.gpu_for(sample)
+            card = next((c for c in self.cards if gpu is not None and c.gpu.index == gpu.index), None)
+            if card is not None:
+                card.update_sample(sample)
+
+    def set_plan(self, plan: Plan | None) -> None:
+        """The decisions the current setup leads to, each with its reason."""
+        if plan is None:
+            self.decisions.setText("")
+            return
+        self.decisions.setText("\n".join(f"• {reason}" for reason in plan.reasons))

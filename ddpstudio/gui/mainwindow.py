@@ -1,0 +1,456 @@
+"""The DDP Studio main window: puts the panels together and routes the controllers' signals.
+
+Left: the machine and the run setup, with Launch / Stop / Clean up. Right:
+the error panel, the progress line and tabs for the live plots, the log and
+past runs. One render timer pulls from the buffers and redraws what changed.
+"""
+
+from __future__ import annotations
+
+import time
+
+from PySide6.QtCore import QByteArray, Qt, QTimer, QUrl, Signal, Slot
+from PySide6.QtGui import QAction, QCloseEvent, QDesktopServices, QKeySequence
+from PySide6.QtWidgets import (QHBoxLayout, QMainWindow, QPushButton, QScrollArea, QSplitter, QStyle, QTabWidget,
+                               QVBoxLayout, QWidget)
+
+from ddpstudio import __version__
+from ddpstudio.core import paths
+from ddpstudio.core.gpu import GpuSource, Inventory, Snapshot
+from ddpstudio.core.platform import Platform, current
+from ddpstudio.gui.dialogs import Dialogs
+from ddpstudio.gui.error_panel import ErrorPanel
+from ddpstudio.gui.form_state import SetupState
+from ddpstudio.gui.hints import hints_for, low_load_hint
+from ddpstudio.gui.icon import app_icon
+from ddpstudio.gui.load_history import LOW_LOAD_WINDOW_S, LoadHistory
+from ddpstudio.gui.log_view import LogView
+from ddpstudio.gui.machine_panel import MachinePanel
+from ddpstudio.gui.monitor import MachineMonitor
+from ddpstudio.gui.plots import LivePlots
+from ddpstudio.gui.preflight import LaunchReady, Preflight, prepare_launch
+from ddpstudio.gui.progress_view import ProgressView
+from ddpstudio.gui.run_controller import RunController
+from ddpstudio.gui.run_history import LoadedRun, load_run
+from ddpstudio.gui.run_metrics import RunMetrics
+from ddpstudio.gui.runs_panel import RunsPanel
+from ddpstudio.gui.settings import Settings
+from ddpstudio.gui.setup_check import SetupCheck
+from ddpstudio.gui.setup_form import SetupForm
+from ddpstudio.gui.workers import Workers
+
+RENDER_MS = 50  # 20 frames a second while something changes; the timer stops when nothing does
+ADVICE_EVERY_S = 5.0
+
+
+class MainWindow(QMainWindow):
+    launch_blocked = Signal(object)  # Preflight: Launch was clicked but the checks said no
+    past_run_shown = Signal(object)  # LoadedRun
+
+    def __init__(self, dialogs=None, gpu_source: GpuSource | None = None, platform: Platform | None = None,
+                 settings: Settings | None = None) -> None:
+        super().__init__()
+        self.setWindowTitle("DDP Studio")
+        self.setWindowIcon(app_icon())
+        self.platform = platform or current()
+        self.dialogs = dialogs or Dialogs(self)
+        self.settings = settings or Settings()
+        self.workers = Workers(self)
+        self.monitor = MachineMonitor(self.workers, gpu_source, parent=self)
+        self.controller = RunController(self.platform, self)
+        self.check = SetupCheck(self.workers, self.platform, self)
+        self.history = LoadHistory()
+        self.metrics: RunMetrics | None = None  # the live (or last) run's
+        self.cleanup_dialog = None
+        self.preparing = False
+        self._close_when_idle = False
+        self._run_began = 0.0
+        self._last_advice = 0.0
+
+        self._build()
+        self._connect()
+        self._restore()
+        self.render_timer = QTimer(self)
+        self.render_timer.setInterval(RENDER_MS)
+        self.render_timer.timeout.connect(self._render)
+        self.monitor.start()
+        self.check.warm_up()
+        self.runs_panel.refresh()
+        self.check.request(self.form.state())
+        self._update_actions()
+
+    # -- building ------------------------------------------------------------
+    def _action(self, text: str, shortcut, icon: QStyle.StandardPixmap, slot) -> QAction:
+        action = QAction(self.style().standardIcon(icon), text, self)
+        action.setShortcut(QKeySequence(shortcut))
+        action.triggered.connect(slot)
+        return action
+
+    def _button(self, action: QAction) -> QPushButton:
+        button = QPushButton(action.icon(), action.text())
+        button.setToolTip(f"{action.text().replace('&', '')} ({action.shortcut().toString(QKeySequence.SequenceFormat.NativeText)})")
+        button.clicked.connect(action.trigger)
+        action.changed.connect(lambda: button.setEnabled(action.isEnabled()))
+        return button
+
+    def _build(self) -> None:
+        SP = QStyle.StandardPixmap
+        self.launch_action = self._action("&Launch", "F5", SP.SP_MediaPlay, self.launch)
+        self.stop_action = self._action("&Stop", "Shift+F5", SP.SP_MediaStop, self.stop)
+        self.cleanup_action = self._action("&Clean up…", "Ctrl+Shift+K", SP.SP_TrashIcon, self.open_cleanup)
+        quit_action = self._action("&Quit", QKeySequence.StandardKey.Quit, SP.SP_DialogCloseButton, self.close)
+        menu = self.menuBar()
+        file_menu = menu.addMenu("&File")
+        file_menu.addAction(quit_action)
+        run_menu = menu.addMenu("&Run")
+        for action in (self.launch_action, self.stop_action, self.cleanup_action):
+            run_menu.addAction(action)
+        view_menu = menu.addMenu("&View")
+        help_menu = menu.addMenu("&Help")
+        help_menu.addAction("Open the &log folder", lambda: self._open_folder(str(paths.log_dir())))
+        help_menu.addAction("&About DDP Studio", self._about)
+
+        self.machine_panel = MachinePanel()
+        self.form = SetupForm(self.dialogs)
+        column = QWidget()
+        column_layout = QVBoxLayout(column)
+        column_layout.addWidget(self.machine_panel)
+        column_layout.addWidget(self.form, 1)
+        scroll = QScrollArea()
+        scroll.setWidget(column)
+        scroll.setWidgetResizable(True)
+        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        scroll.setMinimumWidth(column.minimumSizeHint().width() + scroll.verticalScrollBar().sizeHint().width()
+                               + 2 * scroll.frameWidth())
+        self.launch_button = self._button(self.launch_action)
+        self.launch_button.setDefault(True)
+        self.stop_button = self._button(self.stop_action)
+        self.cleanup_button = self._button(self.cleanup_action)
+        buttons = QHBoxLayout()
+        for button in (self.launch_button, self.stop_button, self.cleanup_button):
+            buttons.addWidget(button)
+        left = QWidget()
+        left_layout = QVBoxLayout(left)
+        left_layout.setContentsMargins(0, 0, 0, 0)
+        left_layout.addWidget(scroll, 1)
+        left_layout.addLayout(buttons)
+
+        self.error_panel = ErrorPanel()
+        self.progress = ProgressView()
+        self.plots = LivePlots()
+        self.log_view = LogView()
+        self.runs_panel = RunsPanel(self.workers)
+        self.tabs = QTabWidget()
+        self.tabs.addTab(self.plots, "&Live")
+        self.tabs.addTab(self.log_view, "L&og")
+        self.tabs.addTab(self.runs_panel, "R&uns")
+        for i, name in enumerate(("Live plots", "Log", "Past runs")):
+            view_menu.addAction(name, QKeySequence(f"Ctrl+{i + 1}"), lambda i=i: self.tabs.setCurrentIndex(i))
+        right = QWidget()
+        right_layout = QVBoxLayout(right)
+        right_layout.setContentsMargins(0, 0, 0, 0)
+        right_layout.addWidget(self.error_panel)
+        right_layout.addWidget(self.progress)
+        right_layout.addWidget(self.tabs, 1)
+
+        self.splitter = QSplitter(Qt.Orientation.Horizontal)
+        self.splitter.addWidget(left)
+        self.splitter.addWidget(right)
+        self.splitter.setStretchFactor(1, 1)
+        self.splitter.setSizes([480, 840])
+        self.setCentralWidget(self.splitter)
+        self.statusBar().showMessage("Looking at this machine…")
+
+    def _connect(self) -> None:
+        self.monitor.inventory_detected.connect(self._on_inventory)
+        self.monitor.inventory_failed.connect(self._on_inventory_failed)
+        self.monitor.snapshot_taken.connect(self._on_snapshot)
+        self.form.changed.connect(lambda: self.check.request(self.form.state()))
+        self.check.checked.connect(self._on_checked)
+        self.check.pending_changed.connect(self._update_actions)
+        c = self.controller
+        c.run_state_changed.connect(self._on_run_state)
+        c.run_started.connect(self._feed)
+        c.metrics_received.connect(self._feed)
+        c.problem_reported.connect(self._on_problem)
+        c.ranks_changed.connect(self._on_ranks)
+        c.log_received.connect(self.log_view.append)
+        c.log_received.connect(self._kick_render)
+        c.run_finished.connect(self._on_run_finished)
+        self.error_panel.cleanup_requested.connect(self.open_cleanup)
+        self.error_panel.open_folder_requested.connect(self._open_folder)
+        self.runs_panel.run_selected.connect(self._show_past_run)
+        self.runs_panel.run_again_requested.connect(self._run_again)
+        self.runs_panel.open_folder_requested.connect(self._open_folder)
+
+    # -- settings ----------------------------------------------------------------
+    def _restore(self) -> None:
+        s = self.settings
+        self.form.set_state(SetupState.from_dict(s.get("setup")))
+        geometry = s.get("geometry")
+        if not (geometry and self.restoreGeometry(QByteArray.fromBase64(geometry.encode()))):
+            screen = self.screen().availableGeometry()
+            self.resize(min(1320, int(screen.width() * 0.9)), min(860, int(screen.height() * 0.9)))
+        if s.get("window_state"):
+            self.restoreState(QByteArray.fromBase64(s.get("window_state").encode()))
+        if s.get("splitter"):
+            self.splitter.restoreState(QByteArray.fromBase64(s.get("splitter").encode()))
+        self.tabs.setCurrentIndex(int(s.get("tab", 0) or 0))
+
+    def save_settings(self) -> None:
+        s = self.settings
+        s.set("setup", self.form.state().to_dict())
+        s.set("geometry", bytes(self.saveGeometry().toBase64()).decode())
+        s.set("window_state", bytes(self.saveState().toBase64()).decode())
+        s.set("splitter", bytes(self.splitter.saveState().toBase64()).decode())
+        s.set("tab", self.tabs.currentIndex())
+        s.save()
+
+    # -- machine -----------------------------------------------------------------
+    @Slot(object)
+    def _on_inventory(self, inventory: Inventory) -> None:
+        self.machine_panel.set_inventory(inventory)
+        self.plots.show_load(self.history, inventory.cpu_mode)
+        self.form.set_world_hint(inventory.gpu_count if not inventory.cpu_mode else 2)
+        self.check.set_machine(inventory)
+        where = "CPU mode (Gloo)" if inventory.cpu_mode else f"{inventory.gpu_count} GPU(s)"
+        self.statusBar().showMessage(f"{where} · torch {inventory.torch_version}", 8000)
+
+    @Slot(str)
+    def _on_inventory_failed(self, message: str) -> None:
+        self.machine_panel.set_inventory_failed(message)
+
+    @Slot(object)
+    def _on_snapshot(self, snapshot: Snapshot) -> None:
+        self.history.add(snapshot)
+        self.machine_panel.update_snapshot(snapshot, self.history.rank_load())
+        self._kick_render()
+
+    # -- setup ---------------------------------------------------------------------
+    @Slot(object)
+    def _on_checked(self, checked: Preflight) -> None:
+        self.form.show_problems(checked.problems)
+        self.machine_panel.set_plan(checked.plan)
+        if checked.plan is not None:
+            self.form.set_world_hint(checked.plan.world_size)
+        self._update_actions()
+
+    def _update_actions(self, *_args) -> None:
+        busy = self.controller.active or self.preparing
+        self.launch_action.setEnabled(not busy and self.check.ok)
+        self.stop_action.setEnabled(self.controller.active and self.controller.state_name != "stopping")
+        self.form.setEnabled(not busy)
+
+    # -- launch / stop -------------------------------------------------------------
+    def launch(self) -> None:
+        if not self.launch_action.isEnabled():
+            return
+        state = self.form.state()
+        self.settings.set("setup", state.to_dict())
+        self.settings.save()
+        self.preparing = True
+        self.error_panel.clear()
+        self.progress.set_state("preparing")
+        self._update_actions()
+        machine, platform = self.check.machine, self.platform
+        self.workers.submit(lambda: prepare_launch(state, machine, platform), self._on_prepared,
+                            self._on_prepare_failed)
+
+    @Slot(object)
+    def _on_prepared(self, ready: LaunchReady) -> None:
+        self.preparing = False
+        for note in ready.store_notes:
+            self.log_view.append(None, "studio", note)
+            self.statusBar().showMessage(note, 15000)
+        if self._close_when_idle:
+            self._update_actions()
+            QTimer.singleShot(0, self.close)
+            return
+        if not ready.preflight.ok:
+            problems = ready.preflight.problems
+            self.form.show_problems(problems)
+            text = "\n".join(p.message for p in problems)
+            self.error_panel.show_failure("Launch blocked", text, hints=hints_for(text))
+            self.progress.set_state("idle")
+            self._update_actions()
+            self.launch_blocked.emit(ready.preflight)
+            return
+        plan = ready.preflight.plan
+        self.metrics = RunMetrics()
+        self.plots.show_run(self.metrics)
+        self.progress.show_metrics(self.metrics)
+        self.log_view.clear()
+        for note in ready.store_notes:
+            self.log_view.append(None, "studio", note)
+        self.tabs.setCurrentWidget(self.plots)
+        self._run_began = self._last_advice = time.monotonic()
+        self.controller.start(plan)
+        self._update_actions()
+
+    @Slot(str)
+    def _on_prepare_failed(self, text: str) -> None:
+        self.preparing = False
+        self.progress.set_state("idle")
+        self.error_panel.show_failure("Could not launch", text.strip().splitlines()[-1], text.splitlines()[-15:])
+        self._update_actions()
+
+    def stop(self) -> None:
+        self.controller.stop()
+        self._update_actions()
+
+    # -- the run's signals -----------------------------------------------------------
+    @Slot(str)
+    def _on_run_state(self, state: str) -> None:
+        self.progress.set_state(state)
+        self._update_actions()
+        self._kick_render()
+
+    @Slot(object)
+    def _feed(self, event) -> None:
+        if self.metrics is not None:
+            self.metrics.feed(event)
+        self._kick_render()
+
+    @Slot(object)
+    def _on_problem(self, event) -> None:
+        self._feed(event)
+        if event.type == "warning":
+            self.statusBar().showMessage(f"Warning: {event.get('message')}", 15000)
+
+    @Slot(object)
+    def _on_ranks(self, pids: dict) -> None:
+        self.monitor.watch(tuple(pids.values()))
+        if pids:
+            self.history.watch(pids)
+
+    @Slot(object)
+    def _on_run_finished(self, event) -> None:
+        self._feed(event)
+        state = event.get("state")
+        if state == "failed":
+            self._show_failure("The run failed", dict(event.data), self.metrics)
+        duration = event.get("duration_s")
+        took = f" after {duration:.0f} s" if isinstance(duration, (int, float)) else ""
+        self.statusBar().showMessage(f"Run {state}{took}", 15000)
+        self.runs_panel.refresh()
+        if self._close_when_idle:
+            QTimer.singleShot(0, self.close)
+
+    def _show_failure(self, title: str, final: dict, metrics: RunMetrics | None) -> None:
+        """The root cause of a run_finished event, with the hints its words call for."""
+        cause = final.get("root_cause") or {}
+        summary = final.get("summary") or "no error message"
+        tail = cause.get("traceback_tail") or []
+        errors = [str(e.get("message", "")) for e in (metrics.errors if metrics else [])]
+        self.error_panel.show_failure(title, summary, tail, hints_for(summary, cause.get("message", ""), *tail, *errors),
+                                      final.get("run_dir") or "")
+
+    # -- drawing -------------------------------------------------------------------------
+    @Slot()
+    def _kick_render(self, *_args) -> None:
+        if not self.render_timer.isActive():
+            self.render_timer.start()
+
+    @Slot()
+    def _render(self) -> None:
+        changed = self.plots.refresh()
+        changed |= self.progress.refresh()
+        changed |= self.log_view.flush()
+        if self.controller.active:
+            self._advise()
+        elif not changed:
+            self.render_timer.stop()
+
+    def _advise(self) -> None:
+        now = time.monotonic()
+        if self.metrics is None or now - self._last_advice < ADVICE_EVERY_S or not self.metrics.step:
+            return
+        self._last_advice = now
+        gpu_mode = self.machine_panel.cpu_mode is False
+        util = self.history.mean_gpu_util() if gpu_mode and now - self._run_began > LOW_LOAD_WINDOW_S else None
+        hint = low_load_hint(util, self.metrics.data_wait_fraction)
+        if hint is not None:
+            self.error_panel.show_advice(hint)
+
+    # -- past runs -------------------------------------------------------------------------
+    @Slot(str)
+    def _show_past_run(self, run_dir: str) -> None:
+        self.workers.submit(lambda: load_run(run_dir), self._on_past_run_loaded)
+
+    @Slot(object)
+    def _on_past_run_loaded(self, run: LoadedRun) -> None:
+        self.runs_panel.show_details(run)
+        if self.controller.active or self.preparing:
+            self.statusBar().showMessage("The live run keeps the plots while it runs", 8000)
+            return
+        self.metrics = run.metrics
+        self.plots.show_run(run.metrics)
+        self.progress.show_metrics(run.metrics)
+        self.progress.set_state(run.summary.state if run.summary.state != "unknown" else "idle")
+        self.log_view.clear()
+        self.log_view.extend(run.logs)
+        final = run.metrics.final or {}
+        if final.get("state") == "failed":
+            self._show_failure(f"Run {run.summary.run_id} failed", final, run.metrics)
+        else:
+            self.error_panel.clear()
+        self._kick_render()
+        self.past_run_shown.emit(run)
+
+    @Slot(str)
+    def _run_again(self, run_dir: str) -> None:
+        self.workers.submit(lambda: load_run(run_dir), self._on_run_again_loaded)
+
+    @Slot(object)
+    def _on_run_again_loaded(self, run: LoadedRun) -> None:
+        if self.controller.active or self.preparing:
+            return
+        self.form.set_state(run.setup)
+        self.form.setFocus()
+        self.statusBar().showMessage(f"The form holds the setup of run {run.summary.run_id}: check it and launch",
+                                     10000)
+
+    # -- clean up ---------------------------------------------------------------------------
+    def open_cleanup(self) -> None:
+        from ddpstudio.gui.cleanup_dialog import CleanupDialog  # imports the hygiene layer (psutil) on demand
+
+        if self.cleanup_dialog is None:
+            self.cleanup_dialog = CleanupDialog(self.workers, self.dialogs, self)
+            self.cleanup_dialog.clean_finished.connect(self._on_cleaned)
+        self.cleanup_dialog.open()
+        self.cleanup_dialog.start_scan()
+
+    @Slot(object)
+    def _on_cleaned(self, report) -> None:
+        self.log_view.append(None, "studio", f"clean up: {report.summary()}")
+        self.statusBar().showMessage(report.summary(), 15000)
+        self._kick_render()
+
+    # -- the rest ----------------------------------------------------------------------------
+    @Slot(str)
+    def _open_folder(self, path: str) -> None:
+        if path:
+            QDesktopServices.openUrl(QUrl.fromLocalFile(path))
+
+    def _about(self) -> None:
+        self.dialogs.info("About DDP Studio", f"DDP Studio {__version__}\nPoint-and-click PyTorch DDP training.\n"
+                                              f"Runs are kept in {paths.runs_dir()}")
+
+    def closeEvent(self, event: QCloseEvent) -> None:
+        if self.controller.active or self.preparing:
+            event.ignore()
+            if self._close_when_idle:
+                return
+            if self.dialogs.ask_yes_no("Stop the run?", "A run is in progress. Stop it and close DDP Studio?",
+                                       yes="Stop and close", no="Keep running"):
+                self._close_when_idle = True
+                self.statusBar().showMessage("Stopping the run before closing…")
+                self.controller.stop()
+                self._update_actions()
+            return
+        self.save_settings()
+        self.render_timer.stop()
+        self.monitor.stop()
+        if self.cleanup_dialog is not None:
+            self.cleanup_dialog.close()
+        event.accept()

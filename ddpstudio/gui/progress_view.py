@@ -1,0 +1,71 @@
+"""The run's headline: state, progress bar with ETA, current loss and throughput."""
+
+from __future__ import annotations
+
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QProgressBar, QWidget
+
+from ddpstudio.cli.progress import format_eta
+from ddpstudio.gui.run_metrics import RunMetrics
+
+STATE_TEXT = {"idle": "Ready", "preparing": "Preparing…", "starting": "Starting the ranks…",
+              "running": "Training", "stopping": "Stopping…", "finished": "Finished", "failed": "Failed",
+              "stopped": "Stopped"}
+
+
+class ProgressView(QWidget):
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.state = QLabel(STATE_TEXT["idle"])
+        font = self.state.font()
+        font.setBold(True)
+        self.state.setFont(font)
+        self.bar = QProgressBar()
+        self.bar.setAccessibleName("Run progress")
+        self.bar.setRange(0, 1000)
+        self.bar.setValue(0)
+        self.bar.setFormat("")
+        self.numbers = QLabel()
+        self.numbers.setAccessibleName("Run numbers")
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.state)
+        layout.addWidget(self.bar, 1)
+        layout.addWidget(self.numbers)
+        self.metrics: RunMetrics | None = None
+        self._shown: tuple | None = None
+
+    def set_state(self, state: str) -> None:
+        self.state.setText(STATE_TEXT.get(state, state.capitalize()))
+
+    def show_metrics(self, metrics: RunMetrics | None) -> None:
+        self.metrics, self._shown = metrics, None
+        self.refresh()
+
+    def refresh(self) -> bool:
+        m = self.metrics
+        if m is None:
+            self.bar.setValue(0)
+            self.bar.setFormat("")
+            self.numbers.setText("")
+            return False
+        eta = m.eta_s()
+        key = (m.version, None if eta is None else int(eta))
+        if key == self._shown:
+            return False
+        self._shown = key
+        fraction = m.fraction()
+        if fraction is None:
+            self.bar.setValue(0)
+            self.bar.setFormat(f"step {m.step}" if m.step else "")
+        else:
+            self.bar.setValue(int(1000 * fraction))
+            self.bar.setFormat(f"step {m.step} / {m.total_steps}  ({100 * fraction:.0f}%)")
+        parts = []
+        if m.global_loss.last is not None:
+            parts.append(f"loss {m.global_loss.last[1]:.4f}")
+        if m.samples_per_s.last is not None:
+            parts.append(f"{m.samples_per_s.last[1]:.0f} samples/s")
+        if fraction is not None and m.final is None:
+            parts.append(f"ETA {format_eta(eta)}")
+        self.numbers.setText("  ·  ".join(parts))
+        return True

@@ -1,0 +1,254 @@
+"""One run at a time: the launcher in a QProcess, its stdout parsed into typed signals.
+
+The launcher is the same process the CLI starts (``launcher_command``); we
+talk to it only through its stdin ("stop") and its stdout (protocol events,
+read by the shared :class:`EventParser` and dispatched to ``_handle_<type>``).
+Nothing here blocks: the process reports through QProcess signals, a QTimer
+polls its liveness and enforces the stop deadline.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections import deque
+
+from PySide6.QtCore import QObject, QProcess, QTimer, Signal, Slot
+
+from ddpstudio.core import protocol
+from ddpstudio.core.commands import console_python
+from ddpstudio.core.launcher import RunState
+from ddpstudio.core.plan import Plan
+from ddpstudio.core.platform import Platform, current
+from ddpstudio.core.policy import plan_file
+from ddpstudio.core.proctree import CREATE_NEW_PROCESS_GROUP, CREATE_NO_WINDOW
+from ddpstudio.core.session import launcher_command
+from ddpstudio.gui import run_tree
+
+log = logging.getLogger(__name__)
+STOP_DEADLINE_MS = 9000  # the launcher needs grace (5 s) + a kill; past this we end the tree ourselves
+POLL_MS = 500
+
+
+ACTIVE = (RunState.STARTING, RunState.RUNNING, RunState.STOPPING)
+IDLE = "idle"  # the state before the first run: no RunState yet
+
+
+class RunController(QObject):
+    run_state_changed = Signal(str)
+    run_started = Signal(object)  # the run_started Event
+    ranks_changed = Signal(object)  # {rank: pid}
+    metrics_received = Signal(object)  # step, global_step, epoch_end, checkpoint_saved Events
+    log_received = Signal(object, str, str)  # rank (None: launcher), stream, line
+    problem_reported = Signal(object)  # warning and error Events
+    run_finished = Signal(object)  # the run_finished Event (made up here if the launcher died silently)
+
+    def __init__(self, platform: Platform | None = None, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.platform = platform or current()
+        self.state: RunState | None = None
+        self.plan: Plan | None = None
+        self.process: QProcess | None = None
+        self.parser = protocol.EventParser()
+        self.pids: dict[int, int] = {}
+        self._buffer = b""
+        self._stderr: deque[str] = deque(maxlen=40)
+        self._stop_asked = False
+        self._finished_event: protocol.Event | None = None
+        self.events_seen = 0
+        self._poll = QTimer(self)
+        self._poll.setInterval(POLL_MS)
+        self._poll.timeout.connect(self._check_alive)
+        self._deadline = QTimer(self)
+        self._deadline.setSingleShot(True)
+        self._deadline.timeout.connect(self._force_stop)
+
+    @property
+    def active(self) -> bool:
+        return self.state in ACTIVE
+
+    @property
+    def state_name(self) -> str:
+        return self.state.value if self.state is not None else IDLE
+
+    # -- start / stop --------------------------------------------------------
+    def start(self, plan: Plan, command: list[str] | None = None) -> None:
+        """Start the launcher for a plan already written to its run folder (or ``command`` instead)."""
+        if self.active:
+            raise RuntimeError("a run is already in progress")
+        self.plan, self.pids, self._buffer = plan, {}, b""
+        self.parser = protocol.EventParser()
+        self._stderr.clear()
+        self._stop_asked, self._finished_event, self.events_seen = False, None, 0
+        proc = QProcess(self)
+        hidden = self._detach(proc)
+        cmd = command or launcher_command(plan_file(plan), launcher_python(sys.executable, self.platform, hidden))
+        proc.setProgram(cmd[0])
+        proc.setArguments(cmd[1:])
+        proc.readyReadStandardOutput.connect(self._read_stdout)
+        proc.readyReadStandardError.connect(self._read_stderr)
+        proc.finished.connect(self._on_exit)
+        proc.errorOccurred.connect(self._on_error)
+        self.process = proc
+        self._set_state(RunState.STARTING)
+        proc.start()
+        self._poll.start()
+
+    def _detach(self, proc: QProcess) -> bool:
+        """The launcher gets its own session/group, as the CLI gives it; on Windows no console
+        window either. Returns whether CREATE_NO_WINDOW could be set."""
+        if not self.platform.is_windows:
+            if hasattr(proc, "setUnixProcessParameters"):
+                proc.setUnixProcessParameters(QProcess.UnixProcessFlag.CreateNewSession)
+            return False
+        modifier = getattr(proc, "setCreateProcessArgumentsModifier", None)
+        if modifier is None:  # only Windows builds of PySide6 have it
+            return False
+
+        def add_flags(args) -> None:
+            try:
+                args.flags = int(args.flags) | CREATE_NO_WINDOW | CREATE_NEW_PROCESS_GROUP
+            except Exception:  # never let a binding detail stop the launch
+                log.exception("could not set the launcher's process creation flags")
+
+        modifier(add_flags)
+        return True
+
+    def stop(self) -> None:
+        """Ask the launcher to stop the whole tree; past the deadline we end it ourselves."""
+        if self.process is None or not self.active or self._stop_asked:
+            return
+        self._stop_asked = True
+        self._set_state(RunState.STOPPING)
+        self.log_received.emit(None, "studio", "stopping the run")
+        if self.process.state() == QProcess.ProcessState.Running:
+            self.process.write(b"stop\n")
+            self.process.closeWriteChannel()  # a launcher that missed the line stops on EOF too
+        self._deadline.start(STOP_DEADLINE_MS)
+
+    @Slot()
+    def _force_stop(self) -> None:
+        if self.process is None or self.process.state() == QProcess.ProcessState.NotRunning:
+            return
+        self.log_received.emit(None, "studio", "the launcher did not stop in time; ending its processes")
+        if self.plan is not None:
+            run_tree.kill_recorded(self.plan.run_dir)
+        self.process.kill()
+
+    # -- reading -------------------------------------------------------------
+    @Slot()
+    def _read_stdout(self) -> None:
+        if self.process is None:
+            return
+        data = self._buffer + bytes(self.process.readAllStandardOutput().data())
+        *lines, self._buffer = data.split(b"\n")
+        for line in lines:
+            for event in self.parser.feed(line):
+                self.events_seen += 1
+                handler = getattr(self, f"_handle_{event.type}", None)
+                if handler is not None:
+                    handler(event)
+
+    @Slot()
+    def _read_stderr(self) -> None:
+        if self.process is None:
+            return
+        text = bytes(self.process.readAllStandardError().data()).decode("utf-8", errors="replace")
+        for line in text.splitlines():
+            self._stderr.append(line)
+            self.log_received.emit(None, "launcher", line)
+
+    def _handle_run_started(self, ev: protocol.Event) -> None:
+        if self.state is RunState.STARTING:
+            self._set_state(RunState.RUNNING)
+        self.run_started.emit(ev)
+
+    def _handle_rank_started(self, ev: protocol.Event) -> None:
+        if ev.rank is not None and isinstance(ev.get("pid"), int):
+            self.pids[ev.rank] = ev.get("pid")
+            self.ranks_changed.emit(dict(self.pids))
+        self.metrics_received.emit(ev)
+
+    def _handle_rank_joined(self, ev: protocol.Event) -> None:
+        self.log_received.emit(ev.rank, "studio", "joined the process group")
+
+    def _handle_step(self, ev: protocol.Event) -> None:
+        self.metrics_received.emit(ev)
+
+    _handle_global_step = _handle_epoch_end = _handle_step
+
+    def _handle_checkpoint_saved(self, ev: protocol.Event) -> None:
+        self.metrics_received.emit(ev)
+        self.log_received.emit(ev.rank, "studio", f"checkpoint saved at step {ev.get('step')}: {ev.get('path')}")
+
+    def _handle_log(self, ev: protocol.Event) -> None:
+        self.log_received.emit(ev.rank, str(ev.get("stream", "")), str(ev.get("line", "")))
+
+    def _handle_warning(self, ev: protocol.Event) -> None:
+        self.log_received.emit(ev.rank, "warning", str(ev.get("message", "")))
+        self.problem_reported.emit(ev)
+
+    def _handle_error(self, ev: protocol.Event) -> None:
+        self.log_received.emit(ev.rank, "error", str(ev.get("message", "")))
+        self.problem_reported.emit(ev)
+
+    def _handle_rank_exited(self, ev: protocol.Event) -> None:
+        self.log_received.emit(ev.rank, "studio", f"exited with code {ev.get('exit_code')}")
+
+    def _handle_run_finished(self, ev: protocol.Event) -> None:
+        self._finished_event = ev
+
+    # -- the end -------------------------------------------------------------
+    @Slot(QProcess.ProcessError)
+    def _on_error(self, error: QProcess.ProcessError) -> None:
+        if error == QProcess.ProcessError.FailedToStart and self.process is not None:
+            self._stderr.append(f"could not start the launcher: {self.process.errorString()}")
+            self._finish(None)
+
+    @Slot(int, QProcess.ExitStatus)
+    def _on_exit(self, code: int, _status: QProcess.ExitStatus) -> None:
+        self._read_stdout()
+        self._read_stderr()
+        self._finish(code)
+
+    @Slot()
+    def _check_alive(self) -> None:
+        """Belt and braces: a launcher that is gone without a finished signal still ends the run."""
+        if self.process is not None and self.active and self.process.state() == QProcess.ProcessState.NotRunning:
+            self._finish(self.process.exitCode())
+
+    def _finish(self, code: int | None) -> None:
+        if not self.active:
+            return
+        self._poll.stop()
+        self._deadline.stop()
+        ev = self._finished_event or self._made_up_finish(code)
+        state = RunState(ev.get("state")) if ev.get("state") in protocol.EXIT_CODES else RunState.FAILED
+        self.pids = {}
+        self.ranks_changed.emit({})
+        self._set_state(state)
+        self.run_finished.emit(ev)
+
+    def _made_up_finish(self, code: int | None) -> protocol.Event:
+        """The launcher died without its last word (killed, crashed, failed to start)."""
+        if self._stop_asked:
+            return protocol.make_event(protocol.RUN_FINISHED, state=protocol.STOPPED, root_cause=None, summary=None,
+                                       run_dir=self.plan.run_dir if self.plan else None)
+        message = next((ln for ln in reversed(self._stderr) if ln.strip()), "") or "no error message"
+        summary = f"the launcher ended without reporting a result (exit code {code}): {message}"
+        return protocol.make_event(
+            protocol.RUN_FINISHED, state=protocol.FAILED, summary=summary,
+            root_cause={"rank": -1, "exit_code": code, "message": message, "traceback_tail": list(self._stderr)},
+            run_dir=self.plan.run_dir if self.plan else None)
+
+    def _set_state(self, state: RunState) -> None:
+        if state is not self.state:
+            self.state = state
+            self.run_state_changed.emit(state.value)
+
+
+def launcher_python(executable: str, platform: Platform, console_hidden: bool) -> str:
+    """The launcher's interpreter. Under pythonw.exe (the window-only entry point) python.exe is
+    used only if CREATE_NO_WINDOW could be set; otherwise pythonw.exe itself, which never opens a
+    console (its stdio are our pipes, so the event stream still flows)."""
+    return console_python(executable, platform) if console_hidden else executable

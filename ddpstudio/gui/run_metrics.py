@@ -1,0 +1,122 @@
+"""What one run has reported, as plot series and progress: the view-model of the live plots.
+
+Fed with protocol events (dispatched by type to ``_handle_<type>``), from the
+launcher's stdout while a run is live or from ``events.jsonl`` when a past run
+is reopened: both go through the same code.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+
+from ddpstudio.core import protocol
+from ddpstudio.gui.series import Series
+
+ETA_WINDOW = 30  # global steps the ETA is measured over
+
+
+class RunMetrics:
+    def __init__(self, capacity: int = 4096) -> None:
+        self.capacity = capacity
+        self.loss: dict[int, Series] = {}  # per rank, against step
+        self.global_loss = Series(capacity)
+        self.samples_per_s = Series(capacity)  # global, against step
+        self.info: dict = {}  # the run_started event's fields
+        self.final: dict | None = None  # the run_finished event's fields
+        self.pids: dict[int, int] = {}
+        self.errors: list[protocol.Event] = []
+        self.warnings: list[str] = []
+        self.step = 0
+        self.total_steps: int | None = None
+        self.data_wait_fraction: float | None = None
+        self.checkpoints: list[str] = []
+        self._recent: deque[tuple[float, int]] = deque(maxlen=ETA_WINDOW)
+        self.version = 0
+
+    # -- feeding ---------------------------------------------------------------
+    def feed(self, event: protocol.Event) -> None:
+        handler = getattr(self, f"_handle_{event.type}", None)
+        if handler is not None:
+            handler(event)
+            self.version += 1
+
+    def _rank_series(self, rank: int) -> Series:
+        if rank not in self.loss:
+            self.loss[rank] = Series(self.capacity)
+        return self.loss[rank]
+
+    def _handle_run_started(self, ev: protocol.Event) -> None:
+        self.info = dict(ev.data)
+        self.total_steps = ev.get("max_steps") or self.total_steps
+
+    def _handle_rank_started(self, ev: protocol.Event) -> None:
+        if ev.rank is not None and isinstance(ev.get("pid"), int):
+            self.pids[ev.rank] = ev.get("pid")
+
+    def _handle_step(self, ev: protocol.Event) -> None:
+        if ev.rank is None:
+            return
+        step = ev.get("step")
+        if isinstance(step, (int, float)):
+            self._rank_series(ev.rank).append(step, _number(ev.get("loss")))
+            if ev.get("source") == "scraped" and ev.rank == 0:
+                self._advance(int(step), ev.t)  # scripts without the reporter: rank 0 sets the pace
+
+    def _handle_global_step(self, ev: protocol.Event) -> None:
+        step = ev.get("step")
+        if not isinstance(step, (int, float)):
+            return
+        self.global_loss.append(step, _number(ev.get("loss")))
+        rate = _number(ev.get("samples_per_s"))
+        if rate is not None:
+            self.samples_per_s.append(step, rate)
+        self.total_steps = ev.get("total_steps") or self.total_steps
+        self._advance(int(step), ev.t)
+
+    def _handle_epoch_end(self, ev: protocol.Event) -> None:
+        wait = _number(ev.get("data_wait_fraction"))
+        if wait is not None:
+            self.data_wait_fraction = wait
+
+    def _handle_checkpoint_saved(self, ev: protocol.Event) -> None:
+        self.checkpoints.append(str(ev.get("path")))
+
+    def _handle_warning(self, ev: protocol.Event) -> None:
+        self.warnings.append(str(ev.get("message", "")))
+
+    def _handle_error(self, ev: protocol.Event) -> None:
+        self.errors.append(ev)
+
+    def _handle_run_finished(self, ev: protocol.Event) -> None:
+        self.final = dict(ev.data)
+
+    def _advance(self, step: int, t: float) -> None:
+        self.step = max(self.step, step)
+        self._recent.append((t, step))
+
+    # -- reading -------------------------------------------------------------
+    @property
+    def state(self) -> str | None:
+        return self.final.get("state") if self.final else None
+
+    def fraction(self) -> float | None:
+        if not self.total_steps:
+            return None
+        return min(1.0, self.step / self.total_steps)
+
+    def eta_s(self, now: float | None = None) -> float | None:
+        """Seconds left at the pace of the last steps; None while unknown."""
+        if not self.total_steps or len(self._recent) < 2 or self.final is not None:
+            return None
+        (t0, s0), (t1, s1) = self._recent[0], self._recent[-1]
+        if s1 <= s0 or t1 <= t0:
+            return None
+        pace = (t1 - t0) / (s1 - s0)
+        since_last = max(0.0, (now if now is not None else time.time()) - t1)
+        return max(0.0, (self.total_steps - s1) * pace - since_last)
+
+
+def _number(value) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+

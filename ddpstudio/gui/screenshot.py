@@ -1,0 +1,67 @@
+"""Grab the window mid-run, for the docs: ``python -m ddpstudio.gui.screenshot OUT.png [--steps N]``.
+
+Opens the real window (run it under ``xvfb-run -a`` on a machine without a
+display), launches the built-in demo from it, waits until ``--steps`` global
+steps have been plotted, saves the PNG, stops the run and quits.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m ddpstudio.gui.screenshot")
+    parser.add_argument("out")
+    parser.add_argument("--steps", type=int, default=40, help="grab after this many global steps")
+    parser.add_argument("--idle", action="store_true", help="grab the idle window instead of a run")
+    parser.add_argument("--size", default="1360x860")
+    args = parser.parse_args(argv)
+
+    from PySide6.QtCore import QTimer
+    from PySide6.QtWidgets import QApplication
+
+    from ddpstudio.gui.dialogs import ScriptedDialogs
+    from ddpstudio.gui.form_state import SetupState
+    from ddpstudio.gui.icon import app_icon
+    from ddpstudio.gui.mainwindow import MainWindow
+
+    app = QApplication.instance() or QApplication(sys.argv[:1])
+    app.setWindowIcon(app_icon())
+    window = MainWindow(dialogs=ScriptedDialogs(yes=True))
+    width, height = (int(v) for v in args.size.split("x"))
+    window.resize(width, height)
+    window.form.set_state(SetupState(batch_size=16, max_steps=400, image_size=32))
+    window.show()
+    state = {"launched": False}
+
+    def grab() -> None:
+        window.grab().save(args.out)
+        print(f"saved {args.out}")
+        window.close()  # asks (answered yes), stops the run, closes when it has ended
+
+    def poll() -> None:
+        if args.idle:
+            if window.check.ok:
+                timer.stop()
+                QTimer.singleShot(1500, grab)
+            return
+        if not state["launched"] and window.launch_action.isEnabled():
+            state["launched"] = True
+            window.launch()
+        metrics = window.metrics
+        if state["launched"] and metrics is not None and metrics.step >= args.steps:
+            timer.stop()
+            grab()
+
+    timer = QTimer()
+    timer.timeout.connect(poll)
+    timer.start(200)
+    window.destroyed.connect(app.quit)
+    app.setQuitOnLastWindowClosed(True)
+    return app.exec()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

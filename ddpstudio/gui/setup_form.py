@@ -1,0 +1,262 @@
+"""The run setup form: what to train, how to distribute it, how long; problems shown per field.
+
+A view only: :meth:`SetupForm.state` reads it into a :class:`SetupState`,
+:meth:`set_state` fills it, :meth:`show_problems` marks fields red with the
+reason under them. Validation itself runs elsewhere (``setup_check``).
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFormLayout, QGroupBox, QLabel, QLineEdit,
+                               QSpinBox, QVBoxLayout, QWidget)
+
+from ddpstudio.core.plan import DEFAULT_DIST_ARGS
+from ddpstudio.core.policy import PolicyError, effective_batch
+from ddpstudio.core.validate import Problem
+from ddpstudio.gui.form_state import COMMON_MODELS, SetupState
+from ddpstudio.gui.path_edit import FILE, FOLDER, NEW_FILE, PathEdit
+
+INVALID_STYLE = "border: 1px solid #c62828; border-radius: 2px;"
+ERROR_COLOUR = "#c62828"
+# The core's problem fields that have no widget of that name.
+FIELD_ALIASES = {"script": "script_path", "cwd": "script_cwd", "script_style": "workload"}
+
+
+def _combo(items: list[tuple[str, str]]) -> QComboBox:
+    combo = QComboBox()
+    for value, text in items:
+        combo.addItem(text, value)
+    return combo
+
+
+def _spin(low: int, high: int, special: str = "", suffix: str = "") -> QSpinBox:
+    spin = QSpinBox()
+    spin.setRange(low, high)
+    spin.setSuffix(suffix)
+    if special:
+        spin.setSpecialValueText(special)
+    return spin
+
+
+class SetupForm(QWidget):
+    changed = Signal()
+
+    def __init__(self, dialogs, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.world_hint = 2  # ranks "auto" gives on this machine, for the effective batch
+        self.editors: dict[str, QWidget] = {}
+        self.errors: dict[str, QLabel] = {}
+        self._rows: dict[str, tuple[QFormLayout, QWidget]] = {}
+
+        e = self.editors
+        e["workload"] = _combo([("recipe", "Built-in recipe (torchvision classifier)"),
+                                ("script-args", "My script: distributed settings as arguments"),
+                                ("script-env", "My script: torchrun environment variables")])
+        e["model"] = QComboBox()
+        e["model"].setEditable(True)
+        e["model"].addItems(COMMON_MODELS)
+        e["data"] = _combo([("synthetic", "Synthetic images (no data needed)"),
+                            ("folder", "Image folder (one sub-folder per class)"),
+                            ("cifar10", "CIFAR-10 folder")])
+        e["data_dir"] = PathEdit(FOLDER, "Data folder", dialogs)
+        e["image_size"] = _spin(8, 1024, suffix=" px")
+        e["script_path"] = PathEdit(FILE, "Training script", dialogs, "a .py file")
+        e["script_args"] = QLineEdit()
+        e["script_args"].setPlaceholderText("--epochs 10 --lr 0.1")
+        e["dist_args"] = QLineEdit()
+        e["dist_args"].setToolTip("Appended for each rank. Fields: {url} {backend} {world_size} {rank} "
+                                  "{local_rank} {port} {addr}")
+        e["script_cwd"] = PathEdit(FOLDER, "Working folder", dialogs, "the script's folder if empty")
+        e["world_size"] = _spin(0, 1024, special="auto (one per GPU; 2 on the CPU)")
+        e["backend"] = _combo([("auto", "auto"), ("gloo", "gloo"), ("nccl", "nccl")])
+        e["store"] = _combo([("fresh", "Fresh FileStore for each run (recommended)"),
+                             ("fixed", "FileStore at a fixed path"), ("tcp", "TCP store")])
+        e["store_path"] = PathEdit(NEW_FILE, "Store file", dialogs, r"e.g. D:\pg")
+        e["port"] = _spin(0, 65535, special="pick a free port")
+        e["batch_size"] = _spin(1, 1 << 20)
+        e["batch_mode"] = _combo([("per-rank", "per rank: keep it on every rank"),
+                                  ("split", "split it over the ranks")])
+        e["scale_lr"] = QCheckBox("&Scale the learning rate by the number of ranks")
+        e["lr"] = QDoubleSpinBox()
+        e["lr"].setDecimals(5)
+        e["lr"].setRange(0.00001, 100.0)
+        e["lr"].setSingleStep(0.01)
+        e["epochs"] = _spin(1, 100000)
+        e["max_steps"] = _spin(0, 1 << 30, special="no limit")
+        e["workers"] = _spin(0, 64)
+        e["checkpoint_dir"] = PathEdit(FOLDER, "Checkpoint folder", dialogs, "no checkpoints if empty")
+        e["resume"] = QCheckBox("&Resume from the checkpoint in that folder")
+        self.effective = QLabel()
+        self.effective.setWordWrap(True)
+        self.effective.setAccessibleName("Effective batch")
+        self.general_error = self._error_label()
+
+        what = self._group("What to &train", [
+            ("workload", "&Kind:"), ("model", "&Model:"), ("data", "&Data:"), ("data_dir", "Data &folder:"),
+            ("image_size", "&Image size:"), ("script_path", "Scr&ipt:"), ("script_args", "&Arguments:"),
+            ("dist_args", "&Distributed args:"), ("script_cwd", "&Working folder:")])
+        dist = self._group("&Distributed", [
+            ("world_size", "&Ranks:"), ("backend", "&Backend:"), ("store", "St&ore:"),
+            ("store_path", "Store &path:"), ("port", "&Port:")])
+        self.training = self._group("Trai&ning", [
+            ("batch_size", "Batch si&ze:"), ("batch_mode", "Batch &mode:"), ("scale_lr", ""),
+            ("lr", "&Learning rate:"), ("epochs", "&Epochs:"), ("max_steps", "Max &steps:"),
+            ("workers", "Data&Loader workers:"), ("checkpoint_dir", "&Checkpoints:"), ("resume", "")])
+        self.training.layout().insertRow(3, "Effective batch:", self.effective)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.general_error)
+        for group in (what, dist, self.training):
+            layout.addWidget(group)
+        layout.addStretch(1)
+        self._tooltips = {name: editor.toolTip() for name, editor in self.editors.items()}
+        self._connect()
+        self.set_state(SetupState())
+
+    # -- building ------------------------------------------------------------
+    def _error_label(self) -> QLabel:
+        label = QLabel()
+        label.setWordWrap(True)
+        label.setTextFormat(Qt.TextFormat.PlainText)
+        label.setStyleSheet(f"color: {ERROR_COLOUR};")
+        label.hide()
+        return label
+
+    def _group(self, title: str, rows: list[tuple[str, str]]) -> QGroupBox:
+        group = QGroupBox(title)
+        form = QFormLayout(group)
+        form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
+        for name, text in rows:
+            editor = self.editors[name]
+            error = self.errors[name] = self._error_label()
+            cell = QWidget()
+            box = QVBoxLayout(cell)
+            box.setContentsMargins(0, 0, 0, 0)
+            box.setSpacing(2)
+            box.addWidget(editor)
+            box.addWidget(error)
+            if text:
+                label = QLabel(text)
+                label.setBuddy(editor)
+                form.addRow(label, cell)
+            else:
+                form.addRow(cell)
+            self._rows[name] = (form, cell)
+        return group
+
+    def _connect(self) -> None:
+        for name, editor in self.editors.items():
+            if isinstance(editor, PathEdit):
+                editor.text_changed.connect(self._on_edit)
+            elif isinstance(editor, QComboBox):
+                editor.currentIndexChanged.connect(self._on_edit)
+                if editor.isEditable():
+                    editor.editTextChanged.connect(self._on_edit)
+            elif isinstance(editor, (QSpinBox, QDoubleSpinBox)):
+                editor.valueChanged.connect(self._on_edit)
+            elif isinstance(editor, QCheckBox):
+                editor.toggled.connect(self._on_edit)
+            elif isinstance(editor, QLineEdit):
+                editor.textChanged.connect(self._on_edit)
+
+    def _on_edit(self, *_args) -> None:
+        self._update_visibility()
+        self._update_effective()
+        self.changed.emit()
+
+    # -- state ---------------------------------------------------------------
+    def state(self) -> SetupState:
+        e = self.editors
+        return SetupState(
+            workload=e["workload"].currentData(), model=e["model"].currentText().strip(),
+            data=e["data"].currentData(), data_dir=e["data_dir"].text(), image_size=e["image_size"].value(),
+            script_path=e["script_path"].text(), script_args=e["script_args"].text(),
+            dist_args=e["dist_args"].text(), script_cwd=e["script_cwd"].text(),
+            world_size=e["world_size"].value(), backend=e["backend"].currentData(),
+            store=e["store"].currentData(), store_path=e["store_path"].text(), port=e["port"].value(),
+            batch_size=e["batch_size"].value(), batch_mode=e["batch_mode"].currentData(),
+            scale_lr=e["scale_lr"].isChecked(), lr=e["lr"].value(), epochs=e["epochs"].value(),
+            max_steps=e["max_steps"].value(), workers=e["workers"].value(),
+            checkpoint_dir=e["checkpoint_dir"].text(), resume=e["resume"].isChecked())
+
+    def set_state(self, state: SetupState) -> None:
+        e = self.editors
+        blockers = [editor.blockSignals(True) for editor in e.values()]
+        try:
+            for name in ("workload", "data", "backend", "store", "batch_mode"):
+                index = e[name].findData(getattr(state, name))
+                e[name].setCurrentIndex(max(index, 0))
+            e["model"].setCurrentText(state.model)
+            for name in ("data_dir", "script_path", "script_args", "script_cwd", "store_path", "checkpoint_dir"):
+                e[name].setText(getattr(state, name))
+            e["dist_args"].setText(state.dist_args or DEFAULT_DIST_ARGS)
+            for name in ("image_size", "world_size", "port", "batch_size", "epochs", "max_steps", "workers", "lr"):
+                e[name].setValue(getattr(state, name))
+            e["scale_lr"].setChecked(state.scale_lr)
+            e["resume"].setChecked(state.resume)
+        finally:
+            for editor, was in zip(e.values(), blockers):
+                editor.blockSignals(was)
+        self._on_edit()
+
+    # -- what shows ------------------------------------------------------------
+    def _set_row_visible(self, name: str, visible: bool) -> None:
+        form, cell = self._rows[name]
+        form.setRowVisible(cell, visible)
+
+    def _update_visibility(self) -> None:
+        s = self.state()
+        recipe = not s.is_script
+        for name in ("model", "data", "image_size"):
+            self._set_row_visible(name, recipe)
+        self._set_row_visible("data_dir", recipe and s.data != "synthetic")
+        for name in ("script_path", "script_args", "script_cwd"):
+            self._set_row_visible(name, not recipe)
+        self._set_row_visible("dist_args", s.workload == "script-args")
+        self._set_row_visible("store_path", s.store == "fixed")
+        self._set_row_visible("port", s.store == "tcp")
+        self.training.setVisible(recipe)
+
+    def set_world_hint(self, ranks: int) -> None:
+        """How many ranks "auto" means here (from the inventory or the last plan)."""
+        if ranks != self.world_hint:
+            self.world_hint = ranks
+            self._update_effective()
+
+    def _update_effective(self) -> None:
+        s = self.state()
+        world = s.world_size or self.world_hint
+        try:
+            per_rank, total = effective_batch(s.batch_size, world, s.batch_mode)
+        except PolicyError as exc:
+            self.effective.setText(str(exc))
+            return
+        lr = s.lr * world if s.scale_lr else s.lr
+        self.effective.setText(f"{total} = {world} ranks × {per_rank} per rank · learning rate {lr:g}")
+
+    def show_problems(self, problems: list[Problem] | tuple[Problem, ...]) -> None:
+        """Mark each problem's field red with the reason under it; clear the others."""
+        by_field: dict[str, list[str]] = {}
+        general = []
+        for problem in problems:
+            name = FIELD_ALIASES.get(problem.field, problem.field)
+            if name in self.editors:
+                by_field.setdefault(name, []).append(problem.message)
+            else:
+                general.append(problem.message)
+        for name, editor in self.editors.items():
+            messages = by_field.get(name, [])
+            target = editor.edit if isinstance(editor, PathEdit) else editor
+            target.setStyleSheet(INVALID_STYLE if messages else "")
+            target.setToolTip("\n".join(messages) or self._tooltips[name])
+            target.setAccessibleDescription("\n".join(messages))
+            self.errors[name].setText("\n".join(messages))
+            self.errors[name].setVisible(bool(messages))
+        self.general_error.setText("\n".join(general))
+        self.general_error.setVisible(bool(general))
+
+    def problem_text(self, name: str) -> str:
+        """The reason shown under a field ('' when it is valid)."""
+        label = self.errors[FIELD_ALIASES.get(name, name)]
+        return label.text() if label.isVisibleTo(self) else ""

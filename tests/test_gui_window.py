@@ -1,0 +1,383 @@
+"""The real window under pytest-qt: waits on signals and conditions, never on sleeps.
+
+Runs here are real: the launcher in a QProcess, two CPU ranks over Gloo
+running the built-in recipe (tiny settings) or small crashing scripts.
+GPUs come through the documented seam (FakeGpuSource); "no NVML" is modelled
+the same way so the tests mean the same on a machine that has a GPU.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import textwrap
+import time
+
+import psutil
+import pytest
+from PySide6.QtCore import Qt
+
+from tests.conftest import processes_of
+from ddpstudio.core import paths, protocol
+from ddpstudio.core.gpu import FakeGpuSource
+from ddpstudio.gui.dialogs import ScriptedDialogs
+from ddpstudio.gui.form_state import SetupState
+from ddpstudio.gui.machine_panel import CPU_MODE_TEXT, CpuCard, GpuCard
+from ddpstudio.gui.mainwindow import MainWindow
+
+pytestmark = pytest.mark.gui
+RUN_TIMEOUT_MS = 120_000
+DEMO = SetupState(batch_size=8, image_size=32, max_steps=3)
+LONG = SetupState(batch_size=8, image_size=32, max_steps=0, epochs=1000)
+
+
+def no_nvml() -> FakeGpuSource:
+    return FakeGpuSource(gpus=[], nvml_state="not available: the NVIDIA driver library (NVML) was not found",
+                         driver_version=None, cuda_driver_version=None)
+
+
+@pytest.fixture
+def open_window(qtbot):
+    """open_window(state=None, source=None, dialogs=None) -> a shown MainWindow whose setup has been checked."""
+    windows = []
+
+    def make(state: SetupState | None = None, source=None, dialogs=None) -> MainWindow:
+        window = MainWindow(dialogs=dialogs or ScriptedDialogs(yes=True), gpu_source=source or no_nvml())
+        qtbot.addWidget(window)
+        windows.append(window)
+        if state is not None:
+            window.form.set_state(state)
+        window.show()
+        qtbot.waitUntil(lambda: window.check.latest is not None and not window.check.pending,
+                        timeout=RUN_TIMEOUT_MS)
+        return window
+
+    yield make
+    for window in windows:  # a failed test must not leave a run (or a sampler thread) behind
+        if window.controller.active:
+            with qtbot.waitSignal(window.controller.run_finished, timeout=30_000):
+                window.controller.stop()
+        window.close()
+
+
+def launch(qtbot, window: MainWindow) -> None:
+    qtbot.waitUntil(window.launch_button.isEnabled, timeout=RUN_TIMEOUT_MS)
+    with qtbot.waitSignal(window.controller.run_started, timeout=RUN_TIMEOUT_MS):
+        qtbot.mouseClick(window.launch_button, Qt.MouseButton.LeftButton)
+
+
+def wait_for_steps(qtbot, window: MainWindow, steps: int = 1) -> None:
+    qtbot.waitUntil(lambda: window.metrics is not None and window.metrics.step >= steps, timeout=RUN_TIMEOUT_MS)
+
+
+def assert_nothing_left(qtbot, home) -> None:
+    def gone():
+        return not [p for p in processes_of(home) if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    qtbot.waitUntil(gone, timeout=10_000)
+
+
+def curve_points(plot, key) -> int:
+    x, _ = plot.curves[key].getData()
+    return 0 if x is None else len(x)
+
+
+def write_script(tmp_path, name: str, body: str) -> str:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(body), encoding="utf-8")
+    return str(path)
+
+
+# -- the machine panel ---------------------------------------------------------------
+def test_without_nvml_the_machine_panel_shows_cpu_mode(qtbot, open_window):
+    window = open_window()
+    qtbot.waitUntil(lambda: window.machine_panel.inventory is not None)
+    cards = window.machine_panel.cards
+    assert len(cards) == 1 and isinstance(cards[0], CpuCard)
+    assert cards[0].title.text() == CPU_MODE_TEXT
+    assert "NVML" in cards[0].detail.text()
+    reasons = window.machine_panel.decisions.text()
+    assert "Gloo" in reasons and "FileStore" in reasons
+    assert window.plots.load.widget.getPlotItem().titleLabel.text == "CPU load per rank"
+
+
+def test_injected_gpus_get_one_card_and_one_curve_each(qtbot, open_window):
+    source = FakeGpuSource(gpus=[
+        {"name": "NVIDIA RTX A6000", "total_memory_mb": 49140, "utilization_pct": 10, "memory_used_mb": 1024},
+        {"name": "NVIDIA RTX A6000", "total_memory_mb": 49140, "utilization_pct": 20, "memory_used_mb": 2048},
+    ])
+    window = open_window(source=source)
+    qtbot.waitUntil(lambda: window.machine_panel.inventory is not None)
+    cards = window.machine_panel.cards
+    assert [type(c) for c in cards] == [GpuCard, GpuCard]
+    assert "RTX A6000" in cards[0].title.text() and "driver 555.85" in cards[0].detail.text()
+    source.update(1, utilization_pct=87)
+    qtbot.waitUntil(lambda: cards[1].util.format() == "load 87%", timeout=10_000)
+    plots = window.plots
+    qtbot.waitUntil(lambda: set(plots.load.curves) == {0, 1} and curve_points(plots.load, 1) >= 1, timeout=10_000)
+    assert set(plots.memory.curves) == {0, 1}
+    assert plots.load.widget.getPlotItem().titleLabel.text == "GPU utilisation"
+    assert "NCCL" in window.machine_panel.decisions.text()  # Linux with CUDA GPUs: the chosen backend and why
+
+
+# -- the form ----------------------------------------------------------------------------
+def test_invalid_input_shows_the_reason_and_keeps_launch_disabled(qtbot, open_window, tmp_path):
+    window = open_window(DEMO)
+    form = window.form
+    qtbot.waitUntil(window.launch_button.isEnabled, timeout=RUN_TIMEOUT_MS)
+
+    form.editors["workload"].setCurrentIndex(form.editors["workload"].findData("script-args"))
+    qtbot.keyClicks(form.editors["script_path"].edit, str(tmp_path / "missing" / "train.py"))
+    qtbot.waitUntil(lambda: "does not exist" in form.problem_text("script"), timeout=RUN_TIMEOUT_MS)
+    assert not window.launch_button.isEnabled() and not window.launch_action.isEnabled()
+    assert "border" in form.editors["script_path"].edit.styleSheet()  # the field is marked red
+
+    form.editors["workload"].setCurrentIndex(form.editors["workload"].findData("recipe"))
+    qtbot.keyClicks(form.editors["checkpoint_dir"].edit, "/proc/ddpstudio-test/checkpoints")
+    qtbot.waitUntil(lambda: "not writable" in form.problem_text("checkpoint_dir"), timeout=RUN_TIMEOUT_MS)
+    assert form.problem_text("script") == ""  # the script field is hidden and no longer judged
+    assert not window.launch_button.isEnabled()
+
+    form.editors["checkpoint_dir"].setText(str(tmp_path / "checkpoints"))
+    qtbot.waitUntil(window.launch_button.isEnabled, timeout=RUN_TIMEOUT_MS)
+    assert form.problem_text("checkpoint_dir") == ""
+
+
+def test_reopening_restores_the_last_setup(qtbot, open_window):
+    window = open_window()
+    wanted = SetupState(model="mobilenet_v3_small", batch_size=24, batch_mode="split", scale_lr=True,
+                        store="tcp", max_steps=7, workers=1, lr=0.02)
+    window.form.set_state(wanted)
+    window.close()
+    assert not window.isVisible()
+    again = open_window()
+    assert again.form.state() == wanted
+    assert again.size() == window.size()
+
+
+def test_the_exception_hook_logs_everything_and_shows_one_dialog(qtbot, tmp_path):
+    from ddpstudio.gui.excepthook import ExceptionHook
+
+    dialogs = ScriptedDialogs()
+    hook = ExceptionHook(dialogs, log_path=tmp_path / "logs" / "gui.log")
+    hook.install()
+    try:
+        for message in ("first failure", "second failure"):
+            try:
+                raise RuntimeError(message)
+            except RuntimeError:
+                sys.excepthook(*sys.exc_info())
+        qtbot.waitUntil(lambda: len(dialogs.asked) == 1)
+    finally:
+        hook.uninstall()
+    text = (tmp_path / "logs" / "gui.log").read_text()
+    assert "first failure" in text and "second failure" in text
+    assert "gui.log" in dialogs.asked[0][1] and hook.count == 2
+
+
+# -- runs ------------------------------------------------------------------------------------
+def test_demo_run_plots_both_ranks_and_the_global_curve_then_reloads(qtbot, open_window, studio_home):
+    window = open_window(DEMO)
+    launch(qtbot, window)
+    with qtbot.waitSignal(window.controller.run_finished, timeout=RUN_TIMEOUT_MS) as finished:
+        pass
+    assert finished.args[0].get("state") == "finished"
+    assert window.controller.state.value == "finished"
+    qtbot.waitUntil(lambda: not window.render_timer.isActive(), timeout=10_000)  # drawn, then idle
+    loss = window.plots.loss
+    assert {0, 1, "global"} <= set(loss.curves)
+    assert all(curve_points(loss, key) == 3 for key in (0, 1, "global"))
+    assert curve_points(window.plots.rate, "global") == 3
+    assert window.progress.bar.value() == 1000
+    assert "rank 0" in window.log_view.shown_text()
+    assert_nothing_left(qtbot, studio_home)
+
+    # Past runs: listed, reopened with their curves, and "run again" fills the form.
+    qtbot.waitUntil(lambda: len(window.runs_panel.runs) == 1, timeout=10_000)
+    window.form.set_state(SetupState(batch_size=99))
+    window.tabs.setCurrentWidget(window.runs_panel)
+    with qtbot.waitSignal(window.past_run_shown, timeout=30_000):
+        window.runs_panel.tree.setCurrentItem(window.runs_panel.tree.topLevelItem(0))
+    assert curve_points(window.plots.loss, "global") == 3
+    assert "finished" in window.runs_panel.details.toPlainText()
+    qtbot.mouseClick(window.runs_panel.again_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: window.form.state() == DEMO, timeout=30_000)
+
+
+def test_stop_mid_run_ends_stopped_with_no_process_left(qtbot, open_window, studio_home):
+    window = open_window(LONG)
+    launch(qtbot, window)
+    wait_for_steps(qtbot, window, 2)
+    assert window.history.cpu_pct, "per-rank CPU load is measured once the ranks run"
+    pids = list(window.controller.pids.values()) + [window.controller.process.processId()]
+    asked = time.monotonic()
+    with qtbot.waitSignal(window.controller.run_finished, timeout=RUN_TIMEOUT_MS) as finished:
+        qtbot.mouseClick(window.stop_button, Qt.MouseButton.LeftButton)
+    took = time.monotonic() - asked
+    assert finished.args[0].get("state") == "stopped"
+    assert window.progress.state.text() == "Stopped"
+    assert took < 10, f"stopping took {took:.1f} s"
+    assert not [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+    assert_nothing_left(qtbot, studio_home)
+    assert window.launch_button.isEnabled()
+
+
+def test_closing_the_window_mid_run_stops_it_and_leaves_nothing(qtbot, open_window, studio_home):
+    dialogs = ScriptedDialogs(yes=True)
+    window = open_window(LONG, dialogs=dialogs)
+    launch(qtbot, window)
+    wait_for_steps(qtbot, window, 1)
+    with qtbot.waitSignal(window.controller.run_finished, timeout=RUN_TIMEOUT_MS) as finished:
+        window.close()
+    assert dialogs.asked and "in progress" in dialogs.asked[-1][1]
+    assert finished.args[0].get("state") == "stopped"
+    qtbot.waitUntil(lambda: not window.isVisible(), timeout=10_000)
+    assert_nothing_left(qtbot, studio_home)
+
+
+def test_a_crashing_script_shows_its_root_cause_and_hint(qtbot, open_window, tmp_path):
+    script = write_script(tmp_path, "train.py", """
+        import sys, time
+        rank = int(sys.argv[sys.argv.index("--rank") + 1])
+        print(f"rank {rank} starting", flush=True)
+        if rank == 1:
+            raise RuntimeError("use_libuv was requested but PyTorch was build without libuv support")
+        time.sleep(60)
+    """)
+    window = open_window(SetupState(workload="script-args", script_path=script))
+    launch(qtbot, window)
+    with qtbot.waitSignal(window.controller.run_finished, timeout=RUN_TIMEOUT_MS) as finished:
+        pass
+    assert finished.args[0].get("state") == "failed"
+    panel = window.error_panel
+    assert panel.isVisible() and panel.kind == "failure"
+    assert "rank 1 failed first" in panel.summary.text() and "use_libuv was requested" in panel.summary.text()
+    assert [h.key for h in panel.shown_hints] == ["libuv"]
+    assert "Traceback" in panel.details.toPlainText()
+    assert "rank 0 starting" in window.log_view.shown_text()
+
+
+def test_a_leftover_on_a_fixed_store_path_is_removed_visibly_before_launch(qtbot, open_window, studio_home, tmp_path):
+    store = tmp_path / "fixed.store"
+    script = write_script(tmp_path, "hold.py", """
+        import sys, time
+        url = sys.argv[sys.argv.index("--dist-url") + 1]
+        rank = int(sys.argv[sys.argv.index("--rank") + 1])
+        if rank == 0:
+            open(url.removeprefix("file://"), "w").write("a store a killed run left behind")
+        print("holding", flush=True)
+        time.sleep(120)
+    """)
+    window = open_window(SetupState(workload="script-args", script_path=script, store="fixed",
+                                    store_path=str(store)))
+    launch(qtbot, window)
+    qtbot.waitUntil(lambda: store.exists() and len(window.controller.pids) == 2, timeout=RUN_TIMEOUT_MS)
+    kill_run(qtbot, window)
+    assert store.exists()
+
+    launch(qtbot, window)  # the same fixed path again: the leftover is found, removed, and said so
+    notes = [line for rank, stream, line in window.log_view.lines if stream == "studio"]
+    assert any("removed the leftover store file" in line and str(store) in line for line in notes)
+    assert "removed the leftover store file" in window.statusBar().currentMessage()
+    with qtbot.waitSignal(window.controller.run_finished, timeout=RUN_TIMEOUT_MS):
+        window.controller.stop()
+    assert_nothing_left(qtbot, studio_home)
+
+
+def test_a_store_file_that_is_not_our_leftover_blocks_the_launch(qtbot, open_window, studio_home, tmp_path):
+    store = tmp_path / "someone-elses.store"
+    store.write_text("not ours")
+    window = open_window(SetupState(batch_size=8, store="fixed", store_path=str(store)))
+    qtbot.waitUntil(window.launch_button.isEnabled, timeout=RUN_TIMEOUT_MS)
+    with qtbot.waitSignal(window.launch_blocked, timeout=RUN_TIMEOUT_MS):
+        qtbot.mouseClick(window.launch_button, Qt.MouseButton.LeftButton)
+    assert "no DDP Studio run left it there" in window.form.problem_text("store_path")
+    assert window.error_panel.isVisible() and "Launch blocked" in window.error_panel.text()
+    assert store.read_text() == "not ours" and not window.controller.active
+    assert not processes_of(studio_home)
+
+
+def kill_run(qtbot, window: MainWindow) -> None:
+    """What a crash or Task Manager does: SIGKILL to every process of the run, the launcher last."""
+    ranks = list(window.controller.pids.values())
+    launcher = window.controller.process.processId()
+    with qtbot.waitSignal(window.controller.run_finished, timeout=RUN_TIMEOUT_MS):
+        for pid in [launcher] + ranks:
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+def test_clean_up_removes_a_real_stale_store_and_shows_the_result(qtbot, open_window, studio_home, tmp_path):
+    store = tmp_path / "pg.store"
+    window = open_window(SetupState(batch_size=8, image_size=32, max_steps=0, epochs=1000, store="fixed",
+                                    store_path=str(store)))
+    launch(qtbot, window)
+    wait_for_steps(qtbot, window, 1)  # the ranks have met in the store file
+    kill_run(qtbot, window)
+    assert store.exists(), "a killed run leaves its FileStore behind"
+    assert_nothing_left(qtbot, studio_home)
+
+    qtbot.mouseClick(window.cleanup_button, Qt.MouseButton.LeftButton)
+    dialog = window.cleanup_dialog
+    qtbot.waitUntil(lambda: dialog.findings is not None, timeout=RUN_TIMEOUT_MS)
+    assert str(store) in [s.path for s in dialog.findings.stale_stores]
+    assert dialog.ticked()["stale"]
+    with qtbot.waitSignal(dialog.clean_finished, timeout=RUN_TIMEOUT_MS) as cleaned:
+        qtbot.mouseClick(dialog.clean_button, Qt.MouseButton.LeftButton)
+    report = cleaned.args[0]
+    assert str(store) in report.deleted and not store.exists()
+    assert str(store) in dialog.result_text() and "Deleted" in dialog.status.text()
+    assert window.dialogs.asked[-1][0] == "Clean up"  # exactly one confirmation
+    dialog.close()
+
+
+def test_on_windows_the_launcher_gets_no_console_window():
+    """The Windows branch, run through the platform seam with a stand-in for Windows' QProcess."""
+    from ddpstudio.core.platform import WINDOWS
+    from ddpstudio.core.proctree import CREATE_NEW_PROCESS_GROUP, CREATE_NO_WINDOW
+    from ddpstudio.gui.run_controller import RunController, launcher_python
+
+    class WindowsProcess:
+        modifier = None
+
+        def setCreateProcessArgumentsModifier(self, fn):
+            self.modifier = fn
+
+    class CreateProcessArguments:
+        flags = 0x10
+
+    proc, args = WindowsProcess(), CreateProcessArguments()
+    assert RunController(WINDOWS)._detach(proc) is True
+    proc.modifier(args)
+    assert args.flags == 0x10 | CREATE_NO_WINDOW | CREATE_NEW_PROCESS_GROUP
+    assert RunController(WINDOWS)._detach(object()) is False  # a PySide6 without the modifier
+    assert launcher_python(r"C:\Python\pythonw.exe", WINDOWS, console_hidden=False) == r"C:\Python\pythonw.exe"
+
+
+def test_the_package_ships_the_repository_icons(qapp):
+    from pathlib import Path
+
+    from ddpstudio.gui.icon import RESOURCES, app_icon
+
+    repo = Path(__file__).resolve().parents[1] / "resources"
+    for name in ("ddpstudio.png", "ddpstudio.ico"):
+        assert (RESOURCES / name).read_bytes() == (repo / name).read_bytes(), f"copy resources/{name} again"
+    assert not app_icon().isNull()
+
+
+def test_signals_do_not_wear_out_true():
+    """PySide6 6.12's emit() returns True without a reference; pyside_fix puts it back (see there)."""
+    from PySide6.QtCore import QObject, Signal
+
+    class Sender(QObject):
+        happened = Signal(object, str)
+
+    sender = Sender()
+    received = []
+    sender.happened.connect(lambda value, text: received.append(value))
+    before = sys.getrefcount(True)
+    for i in range(50_000):
+        sender.happened.emit(None, "x")
+    assert abs(sys.getrefcount(True) - before) <= 2 and len(received) == 50_000
