@@ -14,7 +14,7 @@ import pytest
 from ddpstudio.bootstrap import driver
 from ddpstudio.bootstrap.cuda_index import CPU_BUILD, CUDA_BUILDS, CudaVersion, DriverTooOld, choose_build, table_markdown
 from ddpstudio.bootstrap.pins import PINS
-from ddpstudio.core.platform import LINUX, WINDOWS
+from ddpstudio.core.platform import LINUX, WINDOWS, current
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -83,7 +83,7 @@ def test_pins_match_the_repository_constraints():
 
 def test_nvml_without_a_driver_is_a_state(monkeypatch):
     monkeypatch.delenv(driver.OVERRIDE_ENV, raising=False)
-    info = driver.detect(LINUX)
+    info = driver.detect(current())
     if info.cuda is not None:
         pytest.skip("this machine has an NVIDIA driver")
     assert info.state.startswith("not available")

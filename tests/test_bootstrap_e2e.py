@@ -157,10 +157,23 @@ def test_repair_builds_again(installed):
     (installed.env / "marker").write_text("removed by a repair")
     proc = bootstrap(installed, "repair", "--cuda-driver", "none", *pip_sources())
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr
-    assert "Repair: removing" in proc.stdout
+    assert f"Removing {installed.env}" in proc.stdout
     assert not (installed.env / "marker").exists()
     after = record.read(installed.record)
     assert after is not None and after["created"] >= before["created"] and launch.is_ready(installed)
+
+
+def test_a_changed_build_starts_from_an_empty_environment(installed):
+    """uv would keep the installed torch (same version, other build): a build change rebuilds the env."""
+    data = record.read(installed.record)
+    assert data is not None
+    record.write(installed.record, {**data, "build": "cu128"})  # as if set up before a driver change
+    (installed.env / "marker").write_text("removed when the build changes")
+    proc = bootstrap(installed, "setup", "--cuda-driver", "none", *pip_sources())
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr
+    assert "The PyTorch build changes (cu128 -> cpu)" in proc.stdout
+    assert not (installed.env / "marker").exists()
+    assert record.read(installed.record)["build"] == "cpu" and launch.is_ready(installed)
 
 
 def test_a_newer_wheel_means_not_ready(installed, tmp_path):

@@ -115,11 +115,12 @@ class _Run:
         self.log(f"PyTorch build: {build.tag} ({', '.join(PINS)}) from {sources.torch_index}")
         self._check_disk(build)
 
+        previous = record.read(layout.record)
         record.clear(layout.record)  # from here on, the environment is "not set up"
 
         self.step()
         env = uv.environment()
-        self._prepare_venv(uv, env)
+        self._prepare_venv(uv, env, fresh=self._needs_fresh_env(previous, build, sources))
 
         self.step()
         result = process.run(uv.install(wheel, sources), opts.platform, self.log, env=env, running=self.running)
@@ -181,10 +182,29 @@ class _Run:
         if free < needed:
             raise failure.disk_full(free, needed, str(self.layout.root), f"free {free:.2f} GB < {needed} GB")
 
-    def _prepare_venv(self, uv: Uv, env: dict[str, str]) -> None:
+    def _needs_fresh_env(self, previous: dict[str, Any] | None, build: TorchBuild, sources: Sources) -> bool:
+        """Start from an empty environment for a repair, or when the torch build changes.
+
+        uv keeps an installed torch 2.14.1+cu128 when asked for torch==2.14.1,
+        so a driver update (cu128 -> cu130) or the CPU fallback needs a new env.
+        The same holds when an environment has torch but no record (a failed run).
+        """
+        if self.options.repair:
+            return True
+        if not _has_torch(self.layout.env):
+            return False
+        if previous is None:
+            self.log("The previous setup did not finish: starting from an empty environment.")
+            return True
+        if (previous.get("build"), previous.get("index_url")) != (build.tag, sources.torch_index):
+            self.log(f"The PyTorch build changes ({previous.get('build')} -> {build.tag}): starting from an empty environment.")
+            return True
+        return False
+
+    def _prepare_venv(self, uv: Uv, env: dict[str, str], fresh: bool) -> None:
         layout = self.layout
-        if self.options.repair and layout.env.exists():
-            self.log(f"Repair: removing {layout.env}")
+        if fresh and layout.env.exists():
+            self.log(f"Removing {layout.env}")
             try:
                 shutil.rmtree(layout.env)
             except OSError as exc:
