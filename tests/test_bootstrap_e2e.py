@@ -151,6 +151,36 @@ def test_setup_end_to_end_then_doctor(installed):
     assert report["choice"]["backend"] == "gloo"  # CPU-only machine
 
 
+def test_launch_opens_the_installed_window(installed):
+    """What the Start-menu shortcut runs: set up already, so it starts ddpstudio-gui and returns."""
+    gui = str(installed.script(installed.env, "ddpstudio-gui"))
+    proc = run([installed.python(installed.bootstrap_env), "-m", "ddpstudio.bootstrap", "launch", "--root", installed.root,
+                "--no-window"], timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "[1/5]" not in proc.stdout  # no setup ran
+
+    def window_processes() -> list[psutil.Process]:
+        found = []
+        for candidate in psutil.process_iter(["cmdline"]):
+            if gui in (candidate.info["cmdline"] or []):
+                found.append(candidate)
+        return found
+
+    deadline = time.monotonic() + 20
+    while not window_processes() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    started = window_processes()
+    assert started, "the launcher did not start ddpstudio-gui"
+    try:
+        time.sleep(5)  # long enough for the window to come up (offscreen) or to crash
+        assert all(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in started), "ddpstudio-gui exited"
+    finally:
+        for p in started:  # detached from us (its own session), so we end it ourselves
+            p.kill()
+        psutil.wait_procs(started, timeout=10)
+    assert window_processes() == []
+
+
 def test_repair_builds_again(installed):
     before = record.read(installed.record)
     assert before is not None
