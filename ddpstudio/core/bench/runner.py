@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import platform as _platform
+import subprocess
 import threading
 import time
 from dataclasses import dataclass, replace
@@ -166,7 +167,7 @@ class Benchmark:
                        effective_batch=per_rank * ws if per_rank else None, warmup=c.warmup, steps=0,
                        run_dir=plan.run_dir)
         session = Session(plan, self.platform)
-        sampler = _GpuUtilisation(ws, self.machine) if plan.device == "cuda" else None
+        sampler = GpuUtilisation(ws, self.machine) if plan.device == "cuda" else None
         rank0: list[protocol.Event] = []
         error: str | None = None
         self._progress(variant, ws, index, runs, "starting", message=f"starting {ws} rank(s)")
@@ -196,6 +197,7 @@ class Benchmark:
             with self._lock:
                 self._session = None
             util = sampler.finish() if sampler else None
+            _end(session)
         stamps = timing.rank0_step_stamps(rank0)
         if stamps:
             row.time_to_first_step_s = stamps[0][1] - t0
@@ -245,16 +247,29 @@ class Benchmark:
         return out
 
 
-class _GpuUtilisation:
+def _end(session, timeout: float = 30.0) -> None:
+    """Make sure the launcher is gone (an exception in a callback must not orphan a run)."""
+    proc = session.proc
+    if proc is None or proc.poll() is not None:
+        return
+    session.stop()
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:  # the launcher did not stop its ranks in time: last resort
+        proc.kill()
+        proc.wait()
+
+
+class GpuUtilisation:
     """Mean utilisation of the first ``world_size`` GPUs between ``mark()`` and ``finish()``."""
 
-    def __init__(self, world_size: int, inventory) -> None:
+    def __init__(self, world_size: int, inventory, source=None) -> None:
         from ddpstudio.core.gpu import Sampler
 
         self.world_size, self.inventory = world_size, inventory
         self.values: list[float] = []
         self.counting = False
-        self.sampler = Sampler(interval_s=0.5, on_snapshot=self._take)
+        self.sampler = Sampler(source, interval_s=0.5, on_snapshot=self._take)
 
     def start(self) -> None:
         self.sampler.start()

@@ -1,0 +1,65 @@
+"""The benchmark's planning and GPU averaging, without launching anything."""
+
+from __future__ import annotations
+
+import pytest
+
+from ddpstudio.core.bench import BenchConfig, Benchmark
+from ddpstudio.core.bench.runner import EPOCHS_FOR_BENCH, GpuUtilisation
+from ddpstudio.core.gpu import FakeGpuSource, detect_inventory
+from ddpstudio.core.plan import RecipeSpec
+from ddpstudio.core.platform import LINUX, WINDOWS
+from ddpstudio.core.policy import PolicyError, Request
+
+
+def fake_gpus(*utilisations: float) -> FakeGpuSource:
+    return FakeGpuSource([{"name": "RTX A5000", "total_memory_mb": 24564, "utilization_pct": u}
+                          for u in utilisations])
+
+
+def recipe_config(**kw) -> BenchConfig:
+    request = Request(recipe=RecipeSpec(batch_size=16, epochs=3, checkpoint_dir="/nowhere", resume=True))
+    return BenchConfig(request=request, **kw)
+
+
+def test_each_run_is_fixed_to_warmup_plus_steps_with_no_checkpoints():
+    bench = Benchmark(recipe_config(steps=7, warmup=3), platform=LINUX, machine=detect_inventory(fake_gpus(0, 0)))
+    plan = bench._plan(bench.config.request, 2)
+    assert plan.world_size == 2 and plan.backend == "nccl"
+    assert (plan.recipe.max_steps, plan.recipe.epochs) == (10, EPOCHS_FOR_BENCH)
+    assert plan.recipe.checkpoint_dir is None and not plan.recipe.resume
+    assert bench.world_sizes() == [1, 2]
+
+
+def test_check_refuses_what_cannot_run_before_launching():
+    machine = detect_inventory(fake_gpus(0, 0))
+    with pytest.raises(PolicyError, match="at most 2"):
+        Benchmark(recipe_config(world_sizes=[1, 4]), platform=LINUX, machine=machine).check()
+    with pytest.raises(ValueError, match="warm up"):
+        Benchmark(recipe_config(warmup=0), platform=LINUX, machine=machine).check()
+
+
+def test_comparisons_this_machine_cannot_make_become_notes():
+    cpu = detect_inventory(FakeGpuSource([]))
+    bench = Benchmark(recipe_config(compare=["backend", "store", "batch"]), platform=LINUX, machine=cpu)
+    variants, notes = bench.variants()
+    assert [v.label for v in variants] == ["gloo, FileStore, per-rank batch", "gloo, TCP store, per-rank batch",
+                                           "gloo, FileStore, split batch"]
+    assert notes == ["Gloo vs NCCL skipped: NCCL does not exist without CUDA GPUs"]
+    gpus = detect_inventory(fake_gpus(0, 0))
+    on_windows = recipe_config(compare=["backend"])
+    on_windows.request.store_path = "D:\\ddp\\bench.store"  # a Windows path for the Windows plan
+    _, notes = Benchmark(on_windows, platform=WINDOWS, machine=gpus).variants()
+    assert notes == ["Gloo vs NCCL skipped: NCCL does not exist on Windows"]
+    variants, _ = Benchmark(recipe_config(compare=["backend"]), platform=LINUX, machine=gpus).variants()
+    assert [v.request.backend for v in variants] == ["auto", "gloo"]
+
+
+def test_gpu_utilisation_averages_only_the_ranks_gpus_while_measuring():
+    source = fake_gpus(80, 60, 5, 5)
+    util = GpuUtilisation(2, detect_inventory(source), source)
+    util._take(util.sampler.sample_once())  # warm-up: not counted
+    source.update(0, utilization_pct=90)
+    util.mark()
+    util._take(util.sampler.sample_once())
+    assert util.finish() == pytest.approx((90 + 60) / 2)
