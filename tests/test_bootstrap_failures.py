@@ -94,6 +94,7 @@ def test_no_root_is_a_usage_error(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "ddpstudio.bootstrap", "setup", "--no-window"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
     assert "--root" in proc.stderr
+    assert psutil.Process().children(recursive=True) == []
 
 
 # uv's own words for the failures we cannot cause here for real.

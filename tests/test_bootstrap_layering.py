@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import psutil
+
 import ddpstudio.bootstrap
 
 PACKAGE = Path(ddpstudio.bootstrap.__file__).parent
@@ -41,3 +43,4 @@ def test_importing_everything_pulls_in_no_dependency():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True).stdout
     assert out.strip() == "[]"
+    assert psutil.Process().children(recursive=True) == []

@@ -22,6 +22,10 @@ needs_tools = pytest.mark.skipif(
 )
 
 
+def no_process_left() -> None:
+    assert psutil.Process().children(recursive=True) == []
+
+
 def listing(archive: Path) -> dict[str, str]:
     """7z's technical listing: the archive's properties and its paths."""
     out = subprocess.run(["7z", "l", "-slt", str(archive)], capture_output=True, text=True, check=True, timeout=120).stdout
@@ -36,7 +40,7 @@ def installer(tmp_path_factory) -> Path:
     proc = subprocess.run([sys.executable, str(REPO / "installer" / "build.py"), "--out-dir", str(out)],
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert psutil.Process().children(recursive=True) == []
+    no_process_left()
     found = list(out.glob("DDPStudio-Setup-*.exe"))
     assert len(found) == 1, found
     print(f"\ninstaller: {found[0].name}, {found[0].stat().st_size / 1e6:.1f} MB")
@@ -68,6 +72,7 @@ def test_installer_contents(installer, tmp_path):
     assert "ddpstudio-gui = ddpstudio.cli.main:gui_main" in entry_points
     # The uninstaller is itself an NSIS program, compiled from our Uninstall section.
     assert listing(tmp_path / "Uninstall.exe")["SubType"].endswith("(Uninstall)")
+    no_process_left()
 
 
 @needs_tools
@@ -75,6 +80,7 @@ def test_script_refuses_to_compile_without_the_build_defines(tmp_path):
     proc = subprocess.run(["makensis", "-V2", str(REPO / "installer" / "ddpstudio.nsi")], capture_output=True, text=True, timeout=120)
     assert proc.returncode != 0
     assert "build with installer/build.py" in proc.stdout + proc.stderr
+    no_process_left()
 
 
 def test_version_helpers():
