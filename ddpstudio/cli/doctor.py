@@ -60,6 +60,11 @@ def collect() -> dict[str, Any]:
         "libuv": _libuv_fact(plat),
         "network": network_facts(),
     }
+    from ddpstudio.bootstrap.record import for_running_environment
+
+    installed = for_running_environment()
+    if installed is not None:
+        report["environment"] = installed
     findings = _findings()
     if findings is not None:
         report["leftovers"] = findings
@@ -108,6 +113,10 @@ def print_human(report: dict[str, Any]) -> None:
           f"Gloo pinned to {net['loopback_interface'] or 'the loopback address'}")
     if net.get("note"):
         print(f"  {net['note']}")
+    env = report.get("environment")
+    if env:
+        print("environment: set up by the installer: " + ", ".join(f"{k} {v}" for k, v in env.items()
+                                                                  if isinstance(v, (str, int, float)))[:300])
     leftovers = report.get("leftovers")
     if leftovers is not None:
         from ddpstudio.cli.clean import print_findings
