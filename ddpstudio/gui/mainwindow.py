@@ -39,7 +39,7 @@ from ddpstudio.gui.setup_check import SetupCheck
 from ddpstudio.gui.setup_form import SetupForm
 from ddpstudio.gui.workers import Workers
 
-RENDER_MS = 50  # 20 frames a second while something changes; the timer stops when nothing does
+RENDER_MS = 50  # 20 ticks a second while something changes (one plot redrawn per tick); stops when idle
 ADVICE_EVERY_S = 5.0
 
 

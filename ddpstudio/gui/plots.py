@@ -39,7 +39,6 @@ class _Plot:
         for axis in ("bottom", "left"):
             item.getAxis(axis).setTextPen(self.text)
             item.getAxis(axis).enableAutoSIPrefix(False)  # "GiB (x0.001)" reads badly
-        item.showGrid(x=True, y=True, alpha=0.15)
         item.setClipToView(True)
         item.setDownsampling(auto=True, mode="peak")
         item.setMenuEnabled(False)
@@ -53,8 +52,7 @@ class _Plot:
         item.setLabel("left", y_label)
 
     def curve(self, key: object, name: str, pen) -> pg.PlotDataItem:
-        if key not in self.curves:
-            self.curves[key] = self.widget.plot([], [], name=name, pen=pen, connect="finite")
+        self.curves[key] = self.widget.plot([], [], name=name, pen=pen, connect="finite")
         return self.curves[key]
 
     def draw(self, key: object, series: Series) -> bool:
@@ -64,6 +62,12 @@ class _Plot:
         self.curves[key].setData(x, y, connect="finite")
         self.drawn[key] = series.version
         return True
+
+    def settle(self) -> None:
+        """Auto-range and transform now rather than while painting, where a change costs a second paint."""
+        view = self.widget.getPlotItem().getViewBox()
+        view.updateAutoRange()
+        view.updateMatrix()
 
     def clear(self) -> None:
         for curve in self.curves.values():
@@ -87,6 +91,7 @@ class LivePlots(QWidget):
         self.metrics: RunMetrics | None = None
         self.history: LoadHistory | None = None
         self.cpu_mode: bool | None = None
+        self._turn = 0  # the plot whose turn it is to be redrawn first
 
     # -- what to show ----------------------------------------------------------
     def show_run(self, metrics: RunMetrics | None) -> None:
@@ -94,7 +99,7 @@ class LivePlots(QWidget):
         self.metrics = metrics
         self.loss.clear()
         self.rate.clear()
-        self.refresh()
+        self.refresh_all()
 
     def show_load(self, history: LoadHistory, cpu_mode: bool) -> None:
         self.history = history
@@ -108,31 +113,46 @@ class LivePlots(QWidget):
             else:
                 self.load.set_title("GPU utilisation", "%")
                 self.memory.set_title("GPU memory used", "GiB")
-        self.refresh()
+        self.refresh_all()
 
     # -- drawing (the render timer calls this) ----------------------------------
-    def refresh(self) -> bool:
-        """Redraw the series that changed; returns whether anything was drawn."""
-        changed = False
+    def _wanted(self) -> list[tuple[_Plot, list[tuple[object, str, object, float, Series]]]]:
+        """Each plot with its curves: (key, legend name, colour, width, series)."""
+        loss, rate, load, memory = [], [], [], []
         m = self.metrics
         if m is not None:
-            for rank, series in sorted(m.loss.items()):
-                self.loss.curve(rank, f"rank {rank}", pg.mkPen(colour(rank), width=1))
-                changed |= self.loss.draw(rank, series)
-            if len(m.global_loss) or m.global_loss.last is not None:
-                self.loss.curve("global", "global mean", pg.mkPen(self.loss.text, width=2.5))
-                changed |= self.loss.draw("global", m.global_loss)
+            loss += [(rank, f"rank {rank}", colour(rank), 1, series) for rank, series in sorted(m.loss.items())]
+            if m.global_loss.last is not None:
+                loss.append(("global", "global mean", self.loss.text, 2, m.global_loss))
             if m.samples_per_s.last is not None:
-                self.rate.curve("global", "all ranks", pg.mkPen(colour(2), width=2))
-                changed |= self.rate.draw("global", m.samples_per_s)
+                rate.append(("global", "all ranks", colour(2), 2, m.samples_per_s))
         h = self.history
         if h is not None and self.cpu_mode is not None:
-            load, memory = (h.cpu_pct, h.rss_mb) if self.cpu_mode else (h.gpu_util, h.gpu_mem_gb)
             what = "rank" if self.cpu_mode else "GPU"
-            for key, series in sorted(load.items()):
-                self.load.curve(key, f"{what} {key}", pg.mkPen(colour(key), width=1.5))
-                changed |= self.load.draw(key, series)
-            for key, series in sorted(memory.items()):
-                self.memory.curve(key, f"{what} {key}", pg.mkPen(colour(key), width=1.5))
-                changed |= self.memory.draw(key, series)
-        return changed
+            tables = (h.cpu_pct, h.rss_mb) if self.cpu_mode else (h.gpu_util, h.gpu_mem_gb)
+            for curves, table in zip((load, memory), tables):
+                curves += [(key, f"{what} {key}", colour(key), 1.5, s) for key, s in sorted(table.items())]
+        return [(self.loss, loss), (self.rate, rate), (self.load, load), (self.memory, memory)]
+
+    def refresh(self, plots: int = 1) -> bool:
+        """Redraw at most ``plots`` plots whose series changed, taking turns, so that one tick
+        never repaints everything at once; returns whether anything was drawn."""
+        wanted = self._wanted()
+        drawn = 0
+        for i in [(self._turn + k) % len(wanted) for k in range(len(wanted))]:
+            plot, curves = wanted[i]
+            if drawn >= plots:
+                break
+            if not any(plot.drawn.get(key) != series.version for key, _, _, _, series in curves):
+                continue
+            for key, name, pen_colour, width, series in curves:
+                if key not in plot.curves:
+                    plot.curve(key, name, pg.mkPen(pen_colour, width=width))
+                plot.draw(key, series)
+            plot.settle()
+            drawn += 1
+            self._turn = (i + 1) % len(wanted)
+        return drawn > 0
+
+    def refresh_all(self) -> None:
+        self.refresh(plots=4)

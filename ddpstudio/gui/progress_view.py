@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QProgressBar, QWidget
 
 from ddpstudio.cli.progress import format_eta
@@ -21,11 +22,15 @@ class ProgressView(QWidget):
         self.state.setFont(font)
         self.bar = QProgressBar()
         self.bar.setAccessibleName("Run progress")
-        self.bar.setRange(0, 1000)
+        self.bar.setRange(0, 100)  # whole percents: QProgressBar repaints at once on every new value
         self.bar.setValue(0)
         self.bar.setFormat("")
         self.numbers = QLabel()
         self.numbers.setAccessibleName("Run numbers")
+        # A fixed width: a label whose text width changes re-lays out (and repaints) the window each tick.
+        widest = "loss 00.0000  ·  000000 samples/s  ·  ETA 00:00:00"
+        self.numbers.setFixedWidth(self.numbers.fontMetrics().horizontalAdvance(widest))
+        self.numbers.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         layout = QHBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.state)
@@ -58,7 +63,7 @@ class ProgressView(QWidget):
             self.bar.setValue(0)
             self.bar.setFormat(f"step {m.step}" if m.step else "")
         else:
-            self.bar.setValue(int(1000 * fraction))
+            self.bar.setValue(int(100 * fraction))
             self.bar.setFormat(f"step {m.step} / {m.total_steps}  ({100 * fraction:.0f}%)")
         parts = []
         if m.global_loss.last is not None:

@@ -12,7 +12,7 @@ from ddpstudio.core.plan import Plan
 from ddpstudio.core.rundir import RunDir
 from ddpstudio.gui.form_state import SetupState, from_plan
 from ddpstudio.gui.preflight import SETUP_FILE
-from ddpstudio.gui.run_metrics import RunMetrics
+from ddpstudio.gui.run_metrics import POINTS, RunMetrics
 
 MAX_LOG_LINES = 20000
 
@@ -71,7 +71,7 @@ def list_runs(runs_dir: Path | None = None, limit: int = 500) -> list[RunSummary
     return runs[:limit]
 
 
-def load_run(run_dir: str | Path, capacity: int = 4096) -> LoadedRun:
+def load_run(run_dir: str | Path, capacity: int = POINTS) -> LoadedRun:
     """Everything the window shows of a past run; reads the merged events once."""
     run = RunDir.at(run_dir)
     summary = summarize(run.root)

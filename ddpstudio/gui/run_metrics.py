@@ -16,8 +16,11 @@ from ddpstudio.gui.series import Series
 ETA_WINDOW = 30  # global steps the ETA is measured over
 
 
+POINTS = 1024  # per curve: several points per pixel of a plot, and a fixed cost to draw
+
+
 class RunMetrics:
-    def __init__(self, capacity: int = 4096) -> None:
+    def __init__(self, capacity: int = POINTS) -> None:
         self.capacity = capacity
         self.loss: dict[int, Series] = {}  # per rank, against step
         self.global_loss = Series(capacity)
