@@ -63,3 +63,23 @@ def test_gpu_utilisation_averages_only_the_ranks_gpus_while_measuring():
     util.mark()
     util._take(util.sampler.sample_once())
     assert util.finish() == pytest.approx((90 + 60) / 2)
+
+
+@pytest.mark.slow
+def test_a_script_is_stopped_once_its_measured_steps_are_in():
+    from pathlib import Path
+
+    from ddpstudio.core.bench import run_benchmark
+    from ddpstudio.core.plan import ScriptSpec
+
+    script = Path(__file__).parent / "scripts" / "args_style.py"
+    request = Request(script=ScriptSpec(path=str(script), args=["--steps", "100000"]))
+    seen = []
+    result = run_benchmark(BenchConfig(request=request, world_sizes=[2], steps=4, warmup=2, script_batch_size=4),
+                           on_progress=seen.append)
+    (row,) = result.rows
+    assert row.ok and row.steps == 4 and len(row.step_times) == 4
+    assert row.samples_per_s == pytest.approx(8 * 4 / sum(row.step_times))
+    assert [p.phase for p in seen][0] == "starting" and seen[-1].phase == "done"
+    assert {"warmup", "measuring"} <= {p.phase for p in seen}
+    assert result.settings["workload"] == "script" and not result.stopped

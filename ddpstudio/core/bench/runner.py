@@ -18,8 +18,8 @@ from typing import Callable
 
 from ddpstudio.core import protocol
 from ddpstudio.core.bench import analysis, timing
-from ddpstudio.core.bench.model import (FAILED, OK, STOPPED, BenchConfig, BenchProgress, BenchResult,
-                                        BenchRow)
+from ddpstudio.core.bench.model import (COMPARISONS, FAILED, OK, STOPPED, BenchConfig, BenchProgress,
+                                        BenchResult, BenchRow)
 from ddpstudio.core.plan import Plan
 from ddpstudio.core.platform import Platform, current
 from ddpstudio.core.policy import PolicyError, Request, build_plan
@@ -99,7 +99,7 @@ class Benchmark:
             raise ValueError(f"measure at least 1 step (got {c.steps})")
         if c.warmup < 1:
             raise ValueError(f"warm up for at least 1 step (got {c.warmup}): the first step is never typical")
-        unknown = [w for w in c.compare if w not in ("backend", "store", "batch")]
+        unknown = [w for w in c.compare if w not in COMPARISONS]
         if unknown:
             raise ValueError(f"unknown comparison {unknown[0]!r}: choose backend, store or batch")
         variants, _ = self.variants()
@@ -198,7 +198,8 @@ class Benchmark:
                 self._session = None
             util = sampler.finish() if sampler else None
             _end(session)
-        stamps = timing.rank0_step_stamps(rank0)
+        # a fast script may report a few more steps before the stop reaches it: they are not measured
+        stamps = timing.rank0_step_stamps(rank0)[: c.warmup + c.steps]
         if stamps:
             row.time_to_first_step_s = stamps[0][1] - t0
         row.step_times = timing.measured_step_times(stamps, c.warmup) if len(stamps) > c.warmup else []
