@@ -143,6 +143,27 @@ def test_invalid_input_shows_the_reason_and_keeps_launch_disabled(qtbot, open_wi
     assert form.problem_text("checkpoint_dir") == ""
 
 
+def mnemonics(window: MainWindow) -> list[str]:
+    """The Alt+letter keys of what shows at once: menus, buttons and field labels."""
+    from PySide6.QtWidgets import QAbstractButton, QLabel
+
+    texts = [a.text() for a in window.menuBar().actions()]
+    texts += [b.text() for b in window.findChildren(QAbstractButton) if b.isVisibleTo(window)]
+    texts += [lb.text() for lb in window.findChildren(QLabel) if lb.buddy() is not None and lb.isVisibleTo(window)]
+    return [t[t.index("&") + 1].lower() for t in texts if "&" in t.replace("&&", "")]
+
+
+def test_the_window_is_keyboard_reachable(qtbot, open_window):
+    window = open_window(DEMO)
+    for workload in ("recipe", "script-args"):
+        window.form.editors["workload"].setCurrentIndex(window.form.editors["workload"].findData(workload))
+        keys = mnemonics(window)
+        assert len(keys) == len(set(keys)) and len(keys) >= 10, sorted(keys)
+    assert window.launch_action.shortcut().toString() == "F5"
+    assert window.stop_action.shortcut().toString() == "Shift+F5"
+    assert window.launch_button.focusPolicy() & Qt.FocusPolicy.TabFocus
+
+
 def test_reopening_restores_the_last_setup(qtbot, open_window):
     window = open_window()
     wanted = SetupState(model="mobilenet_v3_small", batch_size=24, batch_mode="split", scale_lr=True,

@@ -35,7 +35,9 @@ class Dialogs:
         return path
 
     def save_file(self, title: str, start: str = "") -> str:
-        path, _ = QFileDialog.getSaveFileName(self.parent, title, start)
+        # A store file may exist already (a leftover): the launch checks it, so do not ask to overwrite.
+        path, _ = QFileDialog.getSaveFileName(self.parent, title, start,
+                                              options=QFileDialog.Option.DontConfirmOverwrite)
         return path
 
     def folder(self, title: str, start: str = "") -> str:

@@ -38,7 +38,7 @@ class LogView(QWidget):
         self.text.setMaximumBlockCount(SHOW_LINES)
         self.text.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
         self.text.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
-        label = QLabel("&Show:")
+        label = QLabel("Show:")
         label.setBuddy(self.filter)
         top = QHBoxLayout()
         top.addWidget(label)

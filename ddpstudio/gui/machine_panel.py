@@ -140,7 +140,5 @@ class MachinePanel(QGroupBox):
 
     def set_plan(self, plan: Plan | None) -> None:
         """The decisions the current setup leads to, each with its reason."""
-        if plan is None:
-            self.decisions.setText("")
-            return
-        self.decisions.setText("\n".join(f"• {reason}" for reason in plan.reasons))
+        self.decisions.setText("\n".join(f"• {reason}" for reason in plan.reasons) if plan else "")
+        self.decisions.setVisible(plan is not None)

@@ -11,29 +11,26 @@ import time
 
 from PySide6.QtCore import QByteArray, Qt, QTimer, QUrl, Signal, Slot
 from PySide6.QtGui import QAction, QCloseEvent, QDesktopServices, QKeySequence
-from PySide6.QtWidgets import (QHBoxLayout, QMainWindow, QPushButton, QScrollArea, QSplitter, QStyle, QTabWidget,
+from PySide6.QtWidgets import (QHBoxLayout, QMainWindow, QPushButton, QScrollArea, QSplitter, QStyle,
                                QVBoxLayout, QWidget)
 
 from ddpstudio import __version__
+from ddpstudio.cli.progress import format_eta
 from ddpstudio.core import paths
 from ddpstudio.core.gpu import GpuSource, Inventory, Snapshot
 from ddpstudio.core.platform import Platform, current
 from ddpstudio.gui.dialogs import Dialogs
-from ddpstudio.gui.error_panel import ErrorPanel
 from ddpstudio.gui.form_state import SetupState
 from ddpstudio.gui.hints import hints_for, low_load_hint
 from ddpstudio.gui.icon import app_icon
 from ddpstudio.gui.load_history import LOW_LOAD_WINDOW_S, LoadHistory
-from ddpstudio.gui.log_view import LogView
 from ddpstudio.gui.machine_panel import MachinePanel
 from ddpstudio.gui.monitor import MachineMonitor
-from ddpstudio.gui.plots import LivePlots
 from ddpstudio.gui.preflight import LaunchReady, Preflight, prepare_launch
-from ddpstudio.gui.progress_view import ProgressView
 from ddpstudio.gui.run_controller import RunController
 from ddpstudio.gui.run_history import LoadedRun, load_run
 from ddpstudio.gui.run_metrics import RunMetrics
-from ddpstudio.gui.runs_panel import RunsPanel
+from ddpstudio.gui.run_view import TABS, RunView
 from ddpstudio.gui.settings import Settings
 from ddpstudio.gui.setup_check import SetupCheck
 from ddpstudio.gui.setup_form import SetupForm
@@ -97,7 +94,7 @@ class MainWindow(QMainWindow):
         SP = QStyle.StandardPixmap
         self.launch_action = self._action("&Launch", "F5", SP.SP_MediaPlay, self.launch)
         self.stop_action = self._action("&Stop", "Shift+F5", SP.SP_MediaStop, self.stop)
-        self.cleanup_action = self._action("&Clean up…", "Ctrl+Shift+K", SP.SP_TrashIcon, self.open_cleanup)
+        self.cleanup_action = self._action("Clea&n up…", "Ctrl+Shift+K", SP.SP_TrashIcon, self.open_cleanup)
         quit_action = self._action("&Quit", QKeySequence.StandardKey.Quit, SP.SP_DialogCloseButton, self.close)
         menu = self.menuBar()
         file_menu = menu.addMenu("&File")
@@ -135,27 +132,17 @@ class MainWindow(QMainWindow):
         left_layout.addWidget(scroll, 1)
         left_layout.addLayout(buttons)
 
-        self.error_panel = ErrorPanel()
-        self.progress = ProgressView()
-        self.plots = LivePlots()
-        self.log_view = LogView()
-        self.runs_panel = RunsPanel(self.workers)
-        self.tabs = QTabWidget()
-        self.tabs.addTab(self.plots, "&Live")
-        self.tabs.addTab(self.log_view, "L&og")
-        self.tabs.addTab(self.runs_panel, "R&uns")
-        for i, name in enumerate(("Live plots", "Log", "Past runs")):
+        self.run_view = RunView(self.workers)
+        # The parts tests and the rest of the window talk to directly.
+        v = self.run_view
+        self.error_panel, self.progress, self.plots = v.error_panel, v.progress, v.plots
+        self.log_view, self.runs_panel, self.tabs = v.log_view, v.runs_panel, v.tabs
+        for i, name in enumerate(TABS):
             view_menu.addAction(name, QKeySequence(f"Ctrl+{i + 1}"), lambda i=i: self.tabs.setCurrentIndex(i))
-        right = QWidget()
-        right_layout = QVBoxLayout(right)
-        right_layout.setContentsMargins(0, 0, 0, 0)
-        right_layout.addWidget(self.error_panel)
-        right_layout.addWidget(self.progress)
-        right_layout.addWidget(self.tabs, 1)
 
         self.splitter = QSplitter(Qt.Orientation.Horizontal)
         self.splitter.addWidget(left)
-        self.splitter.addWidget(right)
+        self.splitter.addWidget(self.run_view)
         self.splitter.setStretchFactor(1, 1)
         self.splitter.setSizes([480, 840])
         self.setCentralWidget(self.splitter)
@@ -277,12 +264,7 @@ class MainWindow(QMainWindow):
             return
         plan = ready.preflight.plan
         self.metrics = RunMetrics()
-        self.plots.show_run(self.metrics)
-        self.progress.show_metrics(self.metrics)
-        self.log_view.clear()
-        for note in ready.store_notes:
-            self.log_view.append(None, "studio", note)
-        self.tabs.setCurrentWidget(self.plots)
+        self.run_view.begin_run(self.metrics, ready.store_notes)
         self._run_began = self._last_advice = time.monotonic()
         self.controller.start(plan)
         self._update_actions()
@@ -328,22 +310,15 @@ class MainWindow(QMainWindow):
         self._feed(event)
         state = event.get("state")
         if state == "failed":
-            self._show_failure("The run failed", dict(event.data), self.metrics)
+            self.run_view.show_failure("The run failed", dict(event.data), self.metrics)
         duration = event.get("duration_s")
-        took = f" after {duration:.0f} s" if isinstance(duration, (int, float)) else ""
+        took = ""
+        if isinstance(duration, (int, float)):
+            took = f" after {duration:.1f} s" if duration < 60 else f" after {format_eta(duration)}"
         self.statusBar().showMessage(f"Run {state}{took}", 15000)
         self.runs_panel.refresh()
         if self._close_when_idle:
             QTimer.singleShot(0, self.close)
-
-    def _show_failure(self, title: str, final: dict, metrics: RunMetrics | None) -> None:
-        """The root cause of a run_finished event, with the hints its words call for."""
-        cause = final.get("root_cause") or {}
-        summary = final.get("summary") or "no error message"
-        tail = cause.get("traceback_tail") or []
-        errors = [str(e.get("message", "")) for e in (metrics.errors if metrics else [])]
-        self.error_panel.show_failure(title, summary, tail, hints_for(summary, cause.get("message", ""), *tail, *errors),
-                                      final.get("run_dir") or "")
 
     # -- drawing -------------------------------------------------------------------------
     @Slot()
@@ -353,9 +328,7 @@ class MainWindow(QMainWindow):
 
     @Slot()
     def _render(self) -> None:
-        changed = self.plots.refresh()
-        changed |= self.progress.refresh()
-        changed |= self.log_view.flush()
+        changed = self.run_view.render()
         if self.controller.active:
             self._advise()
         elif not changed:
@@ -384,16 +357,7 @@ class MainWindow(QMainWindow):
             self.statusBar().showMessage("The live run keeps the plots while it runs", 8000)
             return
         self.metrics = run.metrics
-        self.plots.show_run(run.metrics)
-        self.progress.show_metrics(run.metrics)
-        self.progress.set_state(run.summary.state if run.summary.state != "unknown" else "idle")
-        self.log_view.clear()
-        self.log_view.extend(run.logs)
-        final = run.metrics.final or {}
-        if final.get("state") == "failed":
-            self._show_failure(f"Run {run.summary.run_id} failed", final, run.metrics)
-        else:
-            self.error_panel.clear()
+        self.run_view.show_past(run)
         self._kick_render()
         self.past_run_shown.emit(run)
 

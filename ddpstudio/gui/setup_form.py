@@ -77,7 +77,7 @@ class SetupForm(QWidget):
         e["batch_size"] = _spin(1, 1 << 20)
         e["batch_mode"] = _combo([("per-rank", "per rank: keep it on every rank"),
                                   ("split", "split it over the ranks")])
-        e["scale_lr"] = QCheckBox("&Scale the learning rate by the number of ranks")
+        e["scale_lr"] = QCheckBox("Scale the learning rate by the number of ranks")
         e["lr"] = QDoubleSpinBox()
         e["lr"].setDecimals(5)
         e["lr"].setRange(0.00001, 100.0)
@@ -86,23 +86,24 @@ class SetupForm(QWidget):
         e["max_steps"] = _spin(0, 1 << 30, special="no limit")
         e["workers"] = _spin(0, 64)
         e["checkpoint_dir"] = PathEdit(FOLDER, "Checkpoint folder", dialogs, "no checkpoints if empty")
-        e["resume"] = QCheckBox("&Resume from the checkpoint in that folder")
+        e["resume"] = QCheckBox("Resume from the checkpoint in that folder")
         self.effective = QLabel()
         self.effective.setWordWrap(True)
         self.effective.setAccessibleName("Effective batch")
         self.general_error = self._error_label()
 
-        what = self._group("What to &train", [
-            ("workload", "&Kind:"), ("model", "&Model:"), ("data", "&Data:"), ("data_dir", "Data &folder:"),
-            ("image_size", "&Image size:"), ("script_path", "Scr&ipt:"), ("script_args", "&Arguments:"),
-            ("dist_args", "&Distributed args:"), ("script_cwd", "&Working folder:")])
-        dist = self._group("&Distributed", [
-            ("world_size", "&Ranks:"), ("backend", "&Backend:"), ("store", "St&ore:"),
-            ("store_path", "Store &path:"), ("port", "&Port:")])
-        self.training = self._group("Trai&ning", [
-            ("batch_size", "Batch si&ze:"), ("batch_mode", "Batch &mode:"), ("scale_lr", ""),
-            ("lr", "&Learning rate:"), ("epochs", "&Epochs:"), ("max_steps", "Max &steps:"),
-            ("workers", "Data&Loader workers:"), ("checkpoint_dir", "&Checkpoints:"), ("resume", "")])
+        # Mnemonics are unique among what shows at once (the window's buttons and menus included).
+        what = self._group("What to train", [
+            ("workload", "&Kind:"), ("model", "&Model:"), ("data", "&Data:"), ("data_dir", "Data folder:"),
+            ("image_size", "Image size:"), ("script_path", "Scr&ipt:"), ("script_args", "&Arguments:"),
+            ("dist_args", "Distributed args:"), ("script_cwd", "&Working folder:")])
+        dist = self._group("Distributed", [
+            ("world_size", "Ranks:"), ("backend", "&Backend:"), ("store", "St&ore:"),
+            ("store_path", "Store path:"), ("port", "Port:")])
+        self.training = self._group("Training", [
+            ("batch_size", "Batch si&ze:"), ("batch_mode", "Batch mode:"), ("scale_lr", ""),
+            ("lr", "Learning rate:"), ("epochs", "&Epochs:"), ("max_steps", "Max ste&ps:"),
+            ("workers", "DataLoader workers:"), ("checkpoint_dir", "&Checkpoints:"), ("resume", "")])
         self.training.layout().insertRow(3, "Effective batch:", self.effective)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
