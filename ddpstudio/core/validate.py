@@ -1,7 +1,8 @@
 """Checks a run request before anything starts; each problem names its field and the fix.
 
 The CLI prints the problems and exits non-zero; the window shows them next to
-the field and keeps Launch disabled. Nothing here creates files or folders.
+the field and keeps Launch disabled. Nothing here creates files or folders
+of the user's; only a cache of torchvision's model names in our data folder.
 """
 
 from __future__ import annotations
@@ -51,9 +52,34 @@ def writable_problem(field: str, path: str, what: str) -> Problem | None:
 
 
 def classification_models() -> list[str]:
+    """torchvision's classification models, cached per torchvision version.
+
+    Importing torchvision costs about 2 s; paying it on every launch put
+    ``ddpstudio run``'s first step behind torchrun's (benchmarks/overhead.py).
+    """
+    import importlib.metadata
+    import json
+
+    from ddpstudio.core import paths
+
+    cache = paths.data_dir() / "cache" / f"torchvision-{importlib.metadata.version('torchvision')}-models.json"
+    try:
+        names = json.loads(cache.read_text(encoding="utf-8"))
+        if isinstance(names, list) and names:
+            return names
+    except (OSError, ValueError):
+        pass
     import torchvision
 
-    return sorted(torchvision.models.list_models(module=torchvision.models))
+    names = sorted(torchvision.models.list_models(module=torchvision.models))
+    try:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cache.with_name(cache.name + f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(names), encoding="utf-8")
+        os.replace(tmp, cache)
+    except OSError:
+        pass  # a read-only data folder only costs the import next time
+    return names
 
 
 def check_recipe(spec: RecipeSpec) -> list[Problem]:
