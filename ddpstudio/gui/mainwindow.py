@@ -197,7 +197,8 @@ class MainWindow(QMainWindow):
     @Slot(object)
     def _on_inventory(self, inventory: Inventory) -> None:
         self.machine_panel.set_inventory(inventory)
-        self.plots.show_load(self.history, inventory.cpu_mode)
+        biggest = max((gpu.total_memory_mb for gpu in inventory.gpus), default=0) / 1024
+        self.plots.show_load(self.history, inventory.cpu_mode, biggest or None)
         self.form.set_world_hint(inventory.gpu_count if not inventory.cpu_mode else 2)
         self.check.set_machine(inventory)
         where = "CPU mode (Gloo)" if inventory.cpu_mode else f"{inventory.gpu_count} GPU(s)"

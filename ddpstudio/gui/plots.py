@@ -101,7 +101,8 @@ class LivePlots(QWidget):
         self.rate.clear()
         self.refresh_all()
 
-    def show_load(self, history: LoadHistory, cpu_mode: bool) -> None:
+    def show_load(self, history: LoadHistory, cpu_mode: bool, gpu_memory_gib: float | None = None) -> None:
+        """The machine's load: per rank on the CPU, per GPU (on fixed scales, so 94% does not look empty)."""
         self.history = history
         if cpu_mode != self.cpu_mode:
             self.cpu_mode = cpu_mode
@@ -110,9 +111,14 @@ class LivePlots(QWidget):
             if cpu_mode:
                 self.load.set_title("CPU load per rank", "% of one core")
                 self.memory.set_title("Memory per rank", "MiB")
+                for plot in (self.load, self.memory):
+                    plot.widget.enableAutoRange(y=True)
             else:
                 self.load.set_title("GPU utilisation", "%")
                 self.memory.set_title("GPU memory used", "GiB")
+                self.load.widget.setYRange(0, 100, padding=0.02)
+                if gpu_memory_gib:
+                    self.memory.widget.setYRange(0, gpu_memory_gib, padding=0.02)
         self.refresh_all()
 
     # -- drawing (the render timer calls this) ----------------------------------

@@ -32,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     window = MainWindow(dialogs=ScriptedDialogs(yes=True))
     width, height = (int(v) for v in args.size.split("x"))
     window.resize(width, height)
-    window.form.set_state(SetupState(batch_size=16, max_steps=400, image_size=32))
+    window.form.set_state(SetupState(batch_size=32, lr=0.02, epochs=3, image_size=32))
     window.show()
     state = {"launched": False}
 
@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
 
     def poll() -> None:
         if args.idle:
-            if window.check.ok:
+            if window.check.latest is not None and not window.check.pending:
                 timer.stop()
                 QTimer.singleShot(1500, grab)
             return
