@@ -230,6 +230,7 @@ def test_stop_mid_run_ends_stopped_with_no_process_left(qtbot, open_window, stud
     launch(qtbot, window)
     wait_for_steps(qtbot, window, 2)
     assert window.history.cpu_pct, "per-rank CPU load is measured once the ranks run"
+    qtbot.waitUntil(lambda: "rank 1:" in window.machine_panel.cards[0].ranks.text(), timeout=10_000)
     pids = list(window.controller.pids.values()) + [window.controller.process.processId()]
     asked = time.monotonic()
     with qtbot.waitSignal(window.controller.run_finished, timeout=RUN_TIMEOUT_MS) as finished:
@@ -280,20 +281,8 @@ def test_a_crashing_script_shows_its_root_cause_and_hint(qtbot, open_window, tmp
 
 def test_a_leftover_on_a_fixed_store_path_is_removed_visibly_before_launch(qtbot, open_window, studio_home, tmp_path):
     store = tmp_path / "fixed.store"
-    script = write_script(tmp_path, "hold.py", """
-        import sys, time
-        url = sys.argv[sys.argv.index("--dist-url") + 1]
-        rank = int(sys.argv[sys.argv.index("--rank") + 1])
-        if rank == 0:
-            open(url.removeprefix("file://"), "w").write("a store a killed run left behind")
-        print("holding", flush=True)
-        time.sleep(120)
-    """)
-    window = open_window(SetupState(workload="script-args", script_path=script, store="fixed",
-                                    store_path=str(store)))
-    launch(qtbot, window)
-    qtbot.waitUntil(lambda: store.exists() and len(window.controller.pids) == 2, timeout=RUN_TIMEOUT_MS)
-    kill_run(qtbot, window)
+    window = open_window()
+    make_leftover(qtbot, window, tmp_path, store)
     assert store.exists()
 
     launch(qtbot, window)  # the same fixed path again: the leftover is found, removed, and said so
@@ -316,6 +305,60 @@ def test_a_store_file_that_is_not_our_leftover_blocks_the_launch(qtbot, open_win
     assert window.error_panel.isVisible() and "Launch blocked" in window.error_panel.text()
     assert store.read_text() == "not ours" and not window.controller.active
     assert not processes_of(studio_home)
+
+
+def make_leftover(qtbot, window: MainWindow, tmp_path, store) -> None:
+    """A cheap killed run (a script, no torch) whose rank 0 wrote the fixed store file."""
+    script = write_script(tmp_path, "hold.py", """
+        import sys, time
+        url = sys.argv[sys.argv.index("--dist-url") + 1]
+        if int(sys.argv[sys.argv.index("--rank") + 1]) == 0:
+            open(url.removeprefix("file://"), "w").write("a store a killed run left behind")
+        print("holding", flush=True)
+        time.sleep(120)
+    """)
+    window.form.set_state(SetupState(workload="script-args", script_path=script, store="fixed",
+                                     store_path=str(store)))
+    launch(qtbot, window)
+    qtbot.waitUntil(lambda: store.exists() and len(window.controller.pids) == 2, timeout=RUN_TIMEOUT_MS)
+    kill_run(qtbot, window)
+
+
+def test_clean_up_lists_foreign_holders_apart_and_stops_them_only_when_ticked(
+        qtbot, open_window, studio_home, tmp_path):
+    store = tmp_path / "held.store"
+    window = open_window()
+    make_leftover(qtbot, window, tmp_path, store)
+    foreign = psutil.Popen([sys.executable, "-c", f"import time; f = open({str(store)!r}); time.sleep(120)"])
+    try:
+        qtbot.waitUntil(lambda: any(f.path == str(store) for f in foreign.open_files()), timeout=30_000)
+        qtbot.mouseClick(window.cleanup_button, Qt.MouseButton.LeftButton)
+        dialog = window.cleanup_dialog
+        qtbot.waitUntil(lambda: dialog.findings is not None, timeout=RUN_TIMEOUT_MS)
+        assert [p.pid for p in dialog.findings.foreign] == [foreign.pid]
+        ticked = dialog.ticked()
+        assert [s.path for s in ticked["stale"]] == [str(store)] and ticked["foreign"] == []
+        assert "did not start" in dialog.result_text() and "-c import time" in dialog.result_text()
+
+        with qtbot.waitSignal(dialog.clean_finished, timeout=RUN_TIMEOUT_MS) as first:
+            qtbot.mouseClick(dialog.clean_button, Qt.MouseButton.LeftButton)
+        assert store.exists() and foreign.is_running()  # unticked: left alone, and the file with it
+        assert any(str(store) in what and "held open" in why for what, why in first.args[0].left)
+
+        with qtbot.waitSignal(dialog.scan_finished, timeout=RUN_TIMEOUT_MS):
+            qtbot.mouseClick(dialog.rescan_button, Qt.MouseButton.LeftButton)
+        head = next(dialog.tree.topLevelItem(i) for i in range(dialog.tree.topLevelItemCount())
+                    if "did not start" in dialog.tree.topLevelItem(i).text(0))
+        head.child(0).setCheckState(0, Qt.CheckState.Checked)
+        with qtbot.waitSignal(dialog.clean_finished, timeout=RUN_TIMEOUT_MS) as second:
+            qtbot.mouseClick(dialog.clean_button, Qt.MouseButton.LeftButton)
+        assert "did not start" in window.dialogs.asked[-1][1]  # the question named the foreign program
+        assert foreign.pid in [p.pid for p in second.args[0].killed] and not store.exists()
+        foreign.wait(10)
+    finally:
+        if foreign.is_running():
+            foreign.kill()
+    dialog.close()
 
 
 def kill_run(qtbot, window: MainWindow) -> None:

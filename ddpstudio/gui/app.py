@@ -20,6 +20,31 @@ def _windows_taskbar_identity(platform: Platform) -> None:
             pass
 
 
+def _close_on_ctrl_c(app, window) -> None:
+    """Ctrl+C in the terminal closes the window the normal way (asking first if a run trains).
+
+    Qt's loop keeps Python from running signal handlers until some Python code
+    runs; a wakeup socket watched by a QSocketNotifier provides that moment
+    without polling.
+    """
+    import signal
+    import socket
+
+    from PySide6.QtCore import QSocketNotifier
+
+    try:
+        reader, writer = socket.socketpair()
+        for sock in (reader, writer):
+            sock.setblocking(False)
+        signal.set_wakeup_fd(writer.fileno())
+    except (OSError, ValueError):  # not the main thread, or no sockets: Ctrl+C simply does nothing
+        return
+    notifier = QSocketNotifier(reader.fileno(), QSocketNotifier.Type.Read, app)
+    notifier.activated.connect(lambda *_: reader.recv(64))  # running this lets Python run the handler
+    app._ctrl_c = (reader, writer, notifier)  # keep them alive as long as the app
+    signal.signal(signal.SIGINT, lambda *_: window.close())
+
+
 def main(argv: list[str] | None = None) -> int:
     from PySide6.QtWidgets import QApplication
 
@@ -45,6 +70,7 @@ def main(argv: list[str] | None = None) -> int:
         window = MainWindow(dialogs=dialogs, platform=platform)
         dialogs.parent = window
         window.show()
+        _close_on_ctrl_c(app, window)
         return app.exec()
     finally:
         hook.uninstall()
