@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ast
 import subprocess
 import sys
 from pathlib import Path
@@ -10,19 +9,10 @@ from pathlib import Path
 import psutil
 
 import ddpstudio.bootstrap
+from tests.test_layers import imported_modules
 
 PACKAGE = Path(ddpstudio.bootstrap.__file__).parent
 ALLOWED_OWN = ("ddpstudio.bootstrap", "ddpstudio.core.platform")
-
-
-def imported_modules(path: Path) -> set[str]:
-    names: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            names.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names.add(node.module)
-    return names
 
 
 def test_only_stdlib_and_the_platform_seam():
