@@ -22,10 +22,10 @@ COMMON_MODELS = ("resnet18", "resnet34", "resnet50", "mobilenet_v3_small", "mobi
 @dataclass
 class SetupState:
     workload: str = "recipe"  # recipe | script-args | script-env
-    model: str = "resnet18"
-    data: str = "synthetic"  # synthetic | folder | cifar10
+    model: str = RecipeSpec.model
+    data: str = RecipeSpec.data  # synthetic | folder | cifar10
     data_dir: str = ""
-    image_size: int = 32
+    image_size: int = RecipeSpec.image_size
     script_path: str = ""
     script_args: str = ""
     dist_args: str = DEFAULT_DIST_ARGS
@@ -35,11 +35,11 @@ class SetupState:
     store: str = "fresh"  # fresh | fixed | tcp
     store_path: str = ""
     port: int = 0  # 0: a free one
-    batch_size: int = 32
+    batch_size: int = RecipeSpec.batch_size
     batch_mode: str = "per-rank"  # per-rank | split
     scale_lr: bool = False
-    lr: float = 0.05
-    epochs: int = 1
+    lr: float = RecipeSpec.lr  # the recipe's defaults, so the window and the CLI train alike
+    epochs: int = RecipeSpec.epochs
     max_steps: int = 0  # 0: no limit
     workers: int = 0
     checkpoint_dir: str = ""
