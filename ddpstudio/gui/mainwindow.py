@@ -1,8 +1,8 @@
 """The DDP Studio main window: puts the panels together and routes the controllers' signals.
 
 Left: the machine and the run setup, with Launch / Stop / Clean up. Right:
-the error panel, the progress line and tabs for the live plots, the log and
-past runs. One render timer pulls from the buffers and redraws what changed.
+the error panel, the progress line and tabs for the live plots, the log,
+past runs and the scaling benchmark. One render timer pulls from the buffers and redraws what changed.
 """
 
 from __future__ import annotations
@@ -19,6 +19,8 @@ from ddpstudio.cli.progress import format_eta
 from ddpstudio.core import paths
 from ddpstudio.core.gpu import GpuSource, Inventory, Snapshot
 from ddpstudio.core.platform import Platform, current
+from ddpstudio.gui.bench_controller import BenchController
+from ddpstudio.gui.bench_view import BenchView
 from ddpstudio.gui.dialogs import Dialogs
 from ddpstudio.gui.form_state import SetupState
 from ddpstudio.gui.hints import hints_for, low_load_hint
@@ -55,6 +57,7 @@ class MainWindow(QMainWindow):
         self.workers = Workers(self)
         self.monitor = MachineMonitor(self.workers, gpu_source, parent=self)
         self.controller = RunController(self.platform, self)
+        self.bench = BenchController(self.platform, self)
         self.check = SetupCheck(self.workers, self.platform, self)
         self.history = LoadHistory()
         self.metrics: RunMetrics | None = None  # the live (or last) run's
@@ -132,7 +135,8 @@ class MainWindow(QMainWindow):
         left_layout.addWidget(scroll, 1)
         left_layout.addLayout(buttons)
 
-        self.run_view = RunView(self.workers)
+        self.bench_view = BenchView(self.bench, self.workers, self.dialogs, lambda: self.form.state().to_request())
+        self.run_view = RunView(self.workers, self.bench_view)
         # The parts tests and the rest of the window talk to directly.
         v = self.run_view
         self.error_panel, self.progress, self.plots = v.error_panel, v.progress, v.plots
@@ -169,11 +173,15 @@ class MainWindow(QMainWindow):
         self.runs_panel.run_selected.connect(self._show_past_run)
         self.runs_panel.run_again_requested.connect(self._run_again)
         self.runs_panel.open_folder_requested.connect(self._open_folder)
+        self.form.changed.connect(lambda: self.bench_view.set_workload(self.form.state().workload))
+        self.bench.active_changed.connect(self._update_actions)
+        self.bench.bench_finished.connect(self._on_bench_finished)
 
     # -- settings ----------------------------------------------------------------
     def _restore(self) -> None:
         s = self.settings
         self.form.set_state(SetupState.from_dict(s.get("setup")))
+        self.bench_view.set_workload(self.form.state().workload)
         geometry = s.get("geometry")
         if not (geometry and self.restoreGeometry(QByteArray.fromBase64(geometry.encode()))):
             screen = self.screen().availableGeometry()
@@ -200,6 +208,7 @@ class MainWindow(QMainWindow):
         biggest = max((gpu.total_memory_mb for gpu in inventory.gpus), default=0) / 1024
         self.plots.show_load(self.history, inventory.cpu_mode, biggest or None)
         self.form.set_world_hint(inventory.gpu_count if not inventory.cpu_mode else 2)
+        self.bench_view.set_machine(inventory)
         self.check.set_machine(inventory)
         where = "CPU mode (Gloo)" if inventory.cpu_mode else f"{inventory.gpu_count} GPU(s)"
         self.statusBar().showMessage(f"{where} · torch {inventory.torch_version}", 8000)
@@ -224,8 +233,10 @@ class MainWindow(QMainWindow):
         self._update_actions()
 
     def _update_actions(self, *_args) -> None:
-        busy = self.controller.active or self.preparing
+        training = self.controller.active or self.preparing
+        busy = training or self.bench.active  # one at a time: a benchmark is several runs
         self.launch_action.setEnabled(not busy and self.check.ok)
+        self.bench_view.set_allowed(not training and self.check.ok)
         self.stop_action.setEnabled(self.controller.active and self.controller.state_name != "stopping")
         self.form.setEnabled(not busy)
 
@@ -346,6 +357,15 @@ class MainWindow(QMainWindow):
         if hint is not None:
             self.error_panel.show_advice(hint)
 
+    # -- benchmark -------------------------------------------------------------------------
+    @Slot(object)
+    def _on_bench_finished(self, result) -> None:
+        if result is not None:
+            self.statusBar().showMessage("Benchmark stopped" if result.stopped else "Benchmark done", 15000)
+            self.runs_panel.refresh()
+        if self._close_when_idle:
+            QTimer.singleShot(0, self.close)
+
     # -- past runs -------------------------------------------------------------------------
     @Slot(str)
     def _show_past_run(self, run_dir: str) -> None:
@@ -402,15 +422,17 @@ class MainWindow(QMainWindow):
                                               f"Runs are kept in {paths.runs_dir()}")
 
     def closeEvent(self, event: QCloseEvent) -> None:
-        if self.controller.active or self.preparing:
+        if self.controller.active or self.preparing or self.bench.active:
             event.ignore()
             if self._close_when_idle:
                 return
-            if self.dialogs.ask_yes_no("Stop the run?", "A run is in progress. Stop it and close DDP Studio?",
+            what = "benchmark" if self.bench.active else "run"
+            if self.dialogs.ask_yes_no(f"Stop the {what}?", f"A {what} is in progress. Stop it and close DDP Studio?",
                                        yes="Stop and close", no="Keep running"):
                 self._close_when_idle = True
-                self.statusBar().showMessage("Stopping the run before closing…")
+                self.statusBar().showMessage(f"Stopping the {what} before closing…")
                 self.controller.stop()
+                self.bench.stop()  # the window closes on bench_finished, once its launcher has ended
                 self._update_actions()
             return
         self.save_settings()

@@ -1,8 +1,9 @@
 """The right side of the window: what one run looks like, live or reopened.
 
-The error panel, the progress line and three tabs (live plots, the merged
-log, past runs). :meth:`RunView.render` is what the window's render timer
-calls; it pulls from the buffers and redraws what changed.
+The error panel, the progress line and four tabs (live plots, the merged
+log, past runs, and the benchmark view the window passes in).
+:meth:`RunView.render` is what the window's render timer calls; it pulls
+from the buffers and redraws what changed.
 """
 
 from __future__ import annotations
@@ -19,11 +20,11 @@ from ddpstudio.gui.run_metrics import RunMetrics
 from ddpstudio.gui.runs_panel import RunsPanel
 from ddpstudio.gui.workers import Workers
 
-TABS = ("Live plots", "Log", "Past runs")
+TABS = ("Live plots", "Log", "Past runs", "Benchmark")
 
 
 class RunView(QWidget):
-    def __init__(self, workers: Workers, parent: QWidget | None = None) -> None:
+    def __init__(self, workers: Workers, bench: QWidget, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.error_panel = ErrorPanel()
         self.progress = ProgressView()
@@ -31,7 +32,9 @@ class RunView(QWidget):
         self.log_view = LogView()
         self.runs_panel = RunsPanel(workers)
         self.tabs = QTabWidget()
-        for widget, name in zip((self.plots, self.log_view, self.runs_panel), ("Live", "Log", "Runs")):
+        self.bench_view = bench
+        widgets = (self.plots, self.log_view, self.runs_panel, bench)
+        for widget, name in zip(widgets, ("Live", "Log", "Runs", "Benchmark")):
             self.tabs.addTab(widget, name)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
