@@ -62,7 +62,7 @@ class RankProc:
 
 class Launcher:
     def __init__(self, plan: Plan, out: TextIO | None = None, platform: Platform | None = None,
-                 poll_s: float = 0.05) -> None:
+                 poll_s: float = 0.1) -> None:
         self.plan, self.platform, self.poll_s = plan, platform or current(), poll_s
         self.run = RunDir.at(plan.run_dir)
         self.out = out if out is not None else sys.stdout
