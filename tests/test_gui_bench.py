@@ -13,7 +13,7 @@ from PIL import Image
 from PySide6.QtCore import Qt
 
 from ddpstudio.gui.form_state import SetupState
-from tests.test_gui_window import assert_nothing_left, open_window  # noqa: F401  (a fixture)
+from tests.test_gui_window import assert_nothing_left, mnemonics, open_window  # noqa: F401  (a fixture)
 
 pytestmark = pytest.mark.gui
 BENCH_TIMEOUT_MS = 180_000
@@ -86,11 +86,13 @@ def test_a_cpu_benchmark_shows_table_chart_and_verdict_then_exports(qtbot, open_
     assert_nothing_left(qtbot, studio_home)
 
 
-def test_invalid_world_sizes_show_the_reason_and_disable_run(qtbot, open_window):
+def test_invalid_world_sizes_show_the_reason_and_disable_run_and_inputs_are_kept(qtbot, open_window):
     window = open_window(TINY)
     view = window.bench_view
     window.tabs.setCurrentWidget(view)
     qtbot.waitUntil(view.run_button.isEnabled, timeout=BENCH_TIMEOUT_MS)
+    keys = mnemonics(window)  # the tab's buttons beside the form's labels and the window's buttons
+    assert len(keys) == len(set(keys)) and {"u", "t", "x", "g"} <= set(keys), sorted(keys)
     view.sizes_edit.clear()
     qtbot.keyClicks(view.sizes_edit, "0, x")
     assert not view.run_button.isEnabled()
@@ -101,3 +103,9 @@ def test_invalid_world_sizes_show_the_reason_and_disable_run(qtbot, open_window)
     view.sizes_edit.setText("2, 1")
     assert view.run_button.isEnabled() and not view.sizes_error.isVisibleTo(view)
     assert view.sizes == [1, 2]
+
+    view.steps.setValue(7)  # the tab's inputs come back with the window
+    window.close()
+    again = open_window().bench_view
+    qtbot.waitUntil(lambda: again.machine is not None, timeout=BENCH_TIMEOUT_MS)
+    assert again.sizes_edit.text() == "2, 1" and again.steps.value() == 7

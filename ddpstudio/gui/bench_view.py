@@ -51,10 +51,13 @@ class SpeedupChart(QWidget):
         item.setMenuEnabled(False)
         item.setMouseEnabled(False, False)
         self.legend = item.addLegend(offset=(10, 10), labelTextColor=text)
+        self.text = text
         self.bars: list[pg.BarGraphItem] = []
+        self.labels: list[pg.TextItem] = []  # speedup and efficiency above each bar
         self.ideal = self.widget.plot([], [], name="ideal", symbol="o", symbolSize=6,
                                       pen=pg.mkPen("#c62828", width=2, style=Qt.PenStyle.DashLine),
                                       symbolBrush="#c62828", symbolPen=None)
+        self.ideal.setZValue(10)  # over the bars
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.widget)
@@ -66,7 +69,9 @@ class SpeedupChart(QWidget):
         for bar in self.bars:
             self.widget.removeItem(bar)
             self.legend.removeItem(bar)
-        self.bars = []
+        for label in self.labels:
+            self.widget.removeItem(label)
+        self.bars, self.labels = [], []
         sizes = sorted({r.world_size for r in result.rows}) if result else []
         if not sizes:
             self.ideal.setData([], [])
@@ -79,9 +84,14 @@ class SpeedupChart(QWidget):
             x = [slot[r.world_size] - 0.35 + width * (v + 0.5) for r in rows]
             bar = pg.BarGraphItem(x=x, height=[r.speedup for r in rows], width=width * 0.9,
                                   brush=colour(v), pen=None, name=variant)
-            self.widget.addItem(bar)
-            self.legend.addItem(bar, variant)
+            self.widget.addItem(bar)  # named: the legend lists it
             self.bars.append(bar)
+            for x_, row in zip(x, rows):
+                label = pg.TextItem(f"{row.speedup:.2f}x · {100 * row.efficiency:.0f}%", color=self.text,
+                                    anchor=(0.5, 1.0))
+                label.setPos(x_, row.speedup)
+                self.widget.addItem(label)
+                self.labels.append(label)
         base = min(sizes)
         self.ideal.setData([slot[ws] for ws in sizes], [ws / base for ws in sizes])
         self.widget.getPlotItem().getAxis("bottom").setTicks([[(i, str(ws)) for ws, i in slot.items()]])
@@ -172,7 +182,6 @@ class BenchView(QWidget):
         self.table.verticalHeader().hide()
         self.table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-        self.table.horizontalHeader().setStretchLastSection(True)
         self.chart = SpeedupChart()
         self.verdict = QLabel()
         self.verdict.setWordWrap(True)
@@ -182,6 +191,7 @@ class BenchView(QWidget):
         results.addWidget(self.table)
         results.addWidget(self.chart)
         results.setStretchFactor(1, 1)
+        results.setSizes([150, 450])
 
         layout = QVBoxLayout(self)
         layout.addLayout(form)
@@ -229,6 +239,22 @@ class BenchView(QWidget):
                 box.setChecked(False)
             box.setToolTip(why_not[what] or f"Also run the whole sweep with {COMPARE[what]} flipped")
         self._update_buttons()
+
+    def inputs(self) -> dict:
+        """The tab's own inputs, for the settings file (world sizes only once the user typed them)."""
+        return {"world_sizes": self.sizes_edit.text() if self._edited_sizes else None,
+                "steps": self.steps.value(), "warmup": self.warmup.value(),
+                "compare": [w for w, box in self.compare.items() if box.isChecked()]}
+
+    def set_inputs(self, raw: dict | None) -> None:
+        raw = raw if isinstance(raw, dict) else {}
+        if isinstance(raw.get("world_sizes"), str):
+            self.sizes_edit.setText(raw["world_sizes"])  # marks them as the user's: the machine keeps out
+        for spin, key in ((self.steps, "steps"), (self.warmup, "warmup")):
+            if isinstance(raw.get(key), int):
+                spin.setValue(raw[key])
+        for what, box in self.compare.items():
+            box.setChecked(what in (raw.get("compare") or []) and not self._why_not[what])
 
     @Slot(str)
     def _on_sizes_edited(self, _text: str) -> None:

@@ -182,6 +182,7 @@ class MainWindow(QMainWindow):
         s = self.settings
         self.form.set_state(SetupState.from_dict(s.get("setup")))
         self.bench_view.set_workload(self.form.state().workload)
+        self.bench_view.set_inputs(s.get("bench"))
         geometry = s.get("geometry")
         if not (geometry and self.restoreGeometry(QByteArray.fromBase64(geometry.encode()))):
             screen = self.screen().availableGeometry()
@@ -199,6 +200,7 @@ class MainWindow(QMainWindow):
         s.set("window_state", bytes(self.saveState().toBase64()).decode())
         s.set("splitter", bytes(self.splitter.saveState().toBase64()).decode())
         s.set("tab", self.tabs.currentIndex())
+        s.set("bench", self.bench_view.inputs())
         s.save()
 
     # -- machine -----------------------------------------------------------------
