@@ -78,6 +78,9 @@ def pip_sources() -> list[str]:
             flags += ["--extra-index-url", url]
     for link in dict.fromkeys(values["find-links"]):
         flags += ["--find-links", link]
+    # This machine's mirror splits one package's versions over several indexes (PySide6 6.11.3 is
+    # only on the registry); uv otherwise takes the first index that has the name at all.
+    flags += ["--index-strategy", "unsafe-best-match"]
     return flags
 
 
