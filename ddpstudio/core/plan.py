@@ -12,6 +12,8 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from ddpstudio.core.atomic import write_json
+
 DEFAULT_DIST_ARGS = "--dist-url {url} --dist-backend {backend} --world-size {world_size} --rank {rank}"
 
 
@@ -82,11 +84,7 @@ class Plan:
 
     def write(self, path: str | os.PathLike) -> Path:
         """Write atomically (temp file + rename) so a reader never sees half a plan."""
-        path = Path(path)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self.to_dict(), indent=2), encoding="utf-8")
-        os.replace(tmp, path)
-        return path
+        return write_json(path, self.to_dict())
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> "Plan":

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ddpstudio.core import paths
+from ddpstudio.core.atomic import write_json
 
 SCHEMA_VERSION = 1
 RUNNING = "running"
@@ -99,12 +100,7 @@ def record_path(run_id: str) -> Path:
 
 def write_record(record: RunRecord) -> Path:
     """Write atomically: a reader sees the old record or the new one, never half of one."""
-    path = record_path(record.run_id)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(record.to_dict(), indent=2), encoding="utf-8")
-    os.replace(tmp, path)
-    return path
+    return write_json(record_path(record.run_id), record.to_dict())
 
 
 def record_start(run_id: str, *, run_dir: str, launcher_pid: int, launcher_create_time: float | None,

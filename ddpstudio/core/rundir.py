@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ddpstudio.core.atomic import write_json
+
 
 @dataclass(frozen=True)
 class RunDir:
@@ -60,9 +62,7 @@ class RunDir:
             folder.mkdir(parents=True, exist_ok=True)
 
     def write_json(self, path: Path, data: Any) -> None:
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(data, indent=2), encoding="utf-8")
-        os.replace(tmp, path)
+        write_json(path, data)
 
     def read_result(self) -> dict[str, Any] | None:
         try:

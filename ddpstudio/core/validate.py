@@ -7,7 +7,6 @@ of the user's; only a cache of torchvision's model names in our data folder.
 
 from __future__ import annotations
 
-import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,6 +60,7 @@ def classification_models() -> list[str]:
     import json
 
     from ddpstudio.core import paths
+    from ddpstudio.core.atomic import write_json
 
     cache = paths.data_dir() / "cache" / f"torchvision-{importlib.metadata.version('torchvision')}-models.json"
     try:
@@ -73,10 +73,7 @@ def classification_models() -> list[str]:
 
     names = sorted(torchvision.models.list_models(module=torchvision.models))
     try:
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cache.with_name(cache.name + f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(names), encoding="utf-8")
-        os.replace(tmp, cache)
+        write_json(cache, names, indent=None)
     except OSError:
         pass  # a read-only data folder only costs the import next time
     return names

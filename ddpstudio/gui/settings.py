@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from pathlib import Path
 from typing import Any
 
 from ddpstudio.core import paths
+from ddpstudio.core.atomic import write_json
 
 log = logging.getLogger(__name__)
 FILE_NAME = "gui.json"
@@ -42,9 +42,6 @@ class Settings:
     def save(self) -> None:
         """Write atomically; a failure is logged, never raised (settings are not worth a crash)."""
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = self.path.with_name(self.path.name + ".tmp")
-            tmp.write_text(json.dumps(self.values, indent=2), encoding="utf-8")
-            os.replace(tmp, self.path)
+            write_json(self.path, self.values)
         except OSError as exc:
             log.warning("could not save settings to %s: %s", self.path, exc)
