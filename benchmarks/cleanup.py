@@ -34,8 +34,9 @@ TARGET_S = 2.0
 
 
 def populate(home: Path, n: int, orphans: int) -> list[subprocess.Popen]:
-    from ddpstudio.core import paths, registry
-    from ddpstudio.core.proctable import create_time
+    from ddpstudio.core import paths
+    from ddpstudio.core.cleanup import registry
+    from ddpstudio.core.process.proctable import create_time
 
     fixed = home / "fixed"
     fixed.mkdir()
@@ -57,7 +58,7 @@ def populate(home: Path, n: int, orphans: int) -> list[subprocess.Popen]:
 
 
 def measure(n: int, orphans: int, repeats: int) -> dict:
-    from ddpstudio.core import hygiene
+    from ddpstudio.core.cleanup import hygiene
 
     home = Path(tempfile.mkdtemp(prefix="ddpstudio-cleanup-bench-"))
     os.environ["DDPSTUDIO_HOME"] = str(home)

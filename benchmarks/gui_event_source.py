@@ -2,7 +2,7 @@
 
     python benchmarks/gui_event_source.py --rate 2000 --seconds 30 [--ranks 2] [--burst-ms 20]
 
-Speaks exactly what ``ddpstudio.core.launcher`` writes (run_started,
+Speaks exactly what ``ddpstudio.core.launch.launcher`` writes (run_started,
 rank_started, then per step: one ``step`` per rank, one ``global_step`` and
 one rank ``log`` line, finally ``run_finished``), in bursts every
 ``--burst-ms`` as the launcher's 50 ms poll loop does. Stops early on a

@@ -7,7 +7,7 @@ Three ways to launch one training, alternating (run, launcher, torchrun, run,
 
 * ``run``: the command line, ``ddpstudio run ... --world-size 2 --json``
   (parses, validates, detects GPUs, plans, then starts the launcher);
-* ``launcher``: ``python -m ddpstudio.core.launcher PLAN.json``, what the window
+* ``launcher``: ``python -m ddpstudio.core.launch.launcher PLAN.json``, what the window
   starts when Launch is pressed (its checks ran while the form was filled in);
 * ``torchrun``: ``torchrun --nproc-per-node 2 -m ddpstudio.rank.recipe PLAN.json
   --init-method env://`` on a plan built from the very same ``ddpstudio run``
@@ -211,7 +211,7 @@ def launch_run(argv: list[str], env: dict[str, str], args, repeat: int, work: Pa
 
 def launch_launcher(argv: list[str], env: dict[str, str], args, repeat: int, work: Path) -> Launch:
     from ddpstudio.core.policy import write_plan
-    from ddpstudio.core.session import launcher_command
+    from ddpstudio.core.launch.session import launcher_command
 
     plan = build_plan_for(argv)  # done before the clock starts: the window plans before Launch is pressed
     path = write_plan(plan)
@@ -224,7 +224,7 @@ def launch_launcher(argv: list[str], env: dict[str, str], args, repeat: int, wor
 
 
 def launch_torchrun(plan, plan_path: Path, env: dict[str, str], args, repeat: int, work: Path) -> Launch:
-    from ddpstudio.core.ports import find_free_port
+    from ddpstudio.core.rendezvous.ports import find_free_port
 
     launch = Launch("torchrun", repeat, plan_path=str(plan_path))
     events = work / f"torchrun-{repeat}-events"
@@ -232,7 +232,7 @@ def launch_torchrun(plan, plan_path: Path, env: dict[str, str], args, repeat: in
         "--nproc-per-node", str(args.world_size), "--master-addr", "127.0.0.1", "--master-port",
         str(find_free_port()), "-m", "ddpstudio.rank.recipe", str(plan_path), "--init-method", "env://"]
     env = dict(env)
-    # What DDP Studio's launcher gives every rank (core/commands.py rank_env), set here by hand.
+    # What DDP Studio's launcher gives every rank (core/launch/commands.py rank_env), set here by hand.
     env.update({"PYTHONUNBUFFERED": "1", "PYTHONIOENCODING": "utf-8", "OMP_NUM_THREADS": "1",
                 "DDPSTUDIO_EVENTS_DIR": str(events)})
     env.update(plan.env)

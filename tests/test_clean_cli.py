@@ -7,7 +7,8 @@ import json
 import os
 
 from ddpstudio.cli.clean import print_findings
-from ddpstudio.core import hygiene, paths
+from ddpstudio.core.cleanup import hygiene
+from ddpstudio.core import paths
 from tests.studio import ddpstudio
 from tests.test_hygiene import alive, procs, record, stale_file  # noqa: F401  (procs is a fixture)
 
@@ -52,7 +53,7 @@ def test_human_output_marks_not_ours_and_the_summary_says_what_was_left(procs, t
 
 def test_a_reused_pid_survives_clean_yes(procs, tmp_path):  # noqa: F811
     stranger = procs()
-    from ddpstudio.core.proctable import create_time
+    from ddpstudio.core.process.proctable import create_time
 
     ct = create_time(stranger.pid)
     record("old", ranks=[(stranger.pid, ct - 500.0)], store=stale_file(tmp_path / "pg"))

@@ -18,11 +18,13 @@ from pathlib import Path
 import psutil
 import pytest
 
-from ddpstudio.core import paths, registry
+from ddpstudio.core import paths
+
+from ddpstudio.core.cleanup import registry
 from ddpstudio.core.plan import ScriptSpec
 from ddpstudio.core.platform import current
 from ddpstudio.core.policy import Request, build_plan, write_plan
-from ddpstudio.core.rundir import RunDir
+from ddpstudio.core.launch.rundir import RunDir
 from tests.studio import ddpstudio
 
 pytestmark = pytest.mark.slow
@@ -132,7 +134,7 @@ def launch_without_checks(script: Path, store: str, late_rank: int) -> str:
     plan_path = write_plan(plan)
     run = RunDir.at(plan.run_dir)
     with open(Path(plan.run_dir) / "launcher.out", "w") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "ddpstudio.core.launcher", str(plan_path)],
+        proc = subprocess.Popen([sys.executable, "-m", "ddpstudio.core.launch.launcher", str(plan_path)],
                                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     try:
         proc.wait(30)

@@ -401,7 +401,7 @@ def test_clean_up_removes_a_real_stale_store_and_shows_the_result(qtbot, open_wi
 def test_on_windows_the_launcher_gets_no_console_window():
     """The Windows branch, run through the platform seam with a stand-in for Windows' QProcess."""
     from ddpstudio.core.platform import WINDOWS
-    from ddpstudio.core.proctree import CREATE_NEW_PROCESS_GROUP, CREATE_NO_WINDOW
+    from ddpstudio.core.process.proctree import CREATE_NEW_PROCESS_GROUP, CREATE_NO_WINDOW
     from ddpstudio.gui.run_controller import RunController, launcher_python
 
     class WindowsProcess:

@@ -17,10 +17,12 @@ from pathlib import Path
 import psutil
 import pytest
 
-from ddpstudio.core import hygiene, paths, registry
+from ddpstudio.core.cleanup import hygiene, registry
+
+from ddpstudio.core import paths
 from ddpstudio.core.platform import LINUX, WINDOWS
-from ddpstudio.core.proctable import create_time
-from ddpstudio.core.registry import RankRecord
+from ddpstudio.core.process.proctable import create_time
+from ddpstudio.core.cleanup.registry import RankRecord
 
 DEAD_PID = 2**22 + 7  # above Linux's largest pid_max: never a live process
 SLEEP = "import time; time.sleep(300)"
@@ -335,7 +337,7 @@ def test_prelaunch_blocks_a_folder(tmp_path):
 
 
 def test_core_cleanup_modules_do_not_import_qt():
-    code = ("import sys, ddpstudio.core.hygiene, ddpstudio.cli.clean; "
+    code = ("import sys, ddpstudio.core.cleanup.hygiene, ddpstudio.cli.clean; "
             "sys.exit(any(m.startswith(('PySide6', 'pyqtgraph')) for m in sys.modules))")
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
 

@@ -2,7 +2,7 @@ import math
 
 import pytest
 
-from ddpstudio.core.lossparse import LossScraper, parse_loss
+from ddpstudio.core.launch.lossparse import LossScraper, parse_loss
 
 
 @pytest.mark.parametrize("line, loss", [

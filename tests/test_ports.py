@@ -12,7 +12,7 @@ import pytest
 import torch.distributed as dist
 
 from ddpstudio.core.platform import LINUX, WINDOWS
-from ddpstudio.core.ports import find_free_port, is_port_free, libuv_env, port_owner, tcp_init_url
+from ddpstudio.core.rendezvous.ports import find_free_port, is_port_free, libuv_env, port_owner, tcp_init_url
 
 rdzv = sys.modules["torch.distributed.rendezvous"]
 

@@ -6,8 +6,10 @@ import json
 
 import pytest
 
-from ddpstudio.core import paths, registry
-from ddpstudio.core.registry import RankRecord
+from ddpstudio.core import paths
+
+from ddpstudio.core.cleanup import registry
+from ddpstudio.core.cleanup.registry import RankRecord
 
 
 def _start(run_id: str = "r1", **kw) -> registry.RunRecord:

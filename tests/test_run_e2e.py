@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from ddpstudio.core import protocol
-from ddpstudio.core.rundir import RunDir
+from ddpstudio.core.launch.rundir import RunDir
 from tests.conftest import processes_of
 from tests.studio import SCRIPTS, TINY, ddpstudio, events, final, of_type
 
@@ -137,7 +137,7 @@ def test_a_stop_file_stops_the_launcher(studio_home):
 
     plan = build_plan(Request(recipe=RecipeSpec(max_steps=100000, batch_size=8)), current(), detect_inventory())
     path = write_plan(plan)
-    launcher = subprocess.Popen([sys.executable, "-m", "ddpstudio.core.launcher", str(path)],
+    launcher = subprocess.Popen([sys.executable, "-m", "ddpstudio.core.launch.launcher", str(path)],
                                 stdout=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
     try:
         for line in launcher.stdout:

@@ -20,7 +20,7 @@ import pytest
 import torch.distributed as dist
 
 from ddpstudio.core.platform import LINUX, WINDOWS
-from ddpstudio.core.storeurl import file_store_url, store_path_from_url
+from ddpstudio.core.rendezvous.storeurl import file_store_url, store_path_from_url
 
 # The module, not the ``rendezvous`` function that torch.distributed re-exports.
 rdzv = sys.modules["torch.distributed.rendezvous"]

@@ -2,11 +2,11 @@
 
 import ctypes
 
-from ddpstudio.core.commands import console_python, dist_args
+from ddpstudio.core.launch.commands import console_python, dist_args
 from ddpstudio.core.plan import Plan
 from ddpstudio.core.platform import LINUX, WINDOWS
-from ddpstudio.core.proctree import CREATE_NEW_PROCESS_GROUP, CREATE_NO_WINDOW, popen_options
-from ddpstudio.core.winjob import JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE, _BasicLimits, _ExtendedLimits
+from ddpstudio.core.process.proctree import CREATE_NEW_PROCESS_GROUP, CREATE_NO_WINDOW, popen_options
+from ddpstudio.core.process.winjob import JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE, _BasicLimits, _ExtendedLimits
 
 
 def test_ranks_get_their_own_group_and_no_console_window_on_windows():

@@ -13,6 +13,7 @@ import signal
 import sys
 
 from ddpstudio.cli import run as run_cli
+from ddpstudio.core.bench.export import write_csv, write_png
 
 # run's options that a benchmark sets itself: hidden here, and refused if given.
 NOT_FOR_BENCH = {"world_size": "--world-sizes", "demo": None, "epochs": "--steps", "max_steps": "--steps",
@@ -124,9 +125,9 @@ def main(args: argparse.Namespace) -> int:
     finally:
         signal.signal(signal.SIGINT, previous)
     if args.csv:
-        result.write_csv(args.csv)
+        write_csv(result, args.csv)
     if args.png:
-        result.write_png(args.png)
+        write_png(result, args.png)
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))
     else:

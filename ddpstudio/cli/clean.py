@@ -71,7 +71,7 @@ def _confirm(question: str) -> bool:
 
 
 def main(args: argparse.Namespace) -> int:
-    from ddpstudio.core.hygiene import clean, scan
+    from ddpstudio.core.cleanup.hygiene import clean, scan
 
     findings = scan()
     if not args.json:

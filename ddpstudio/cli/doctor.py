@@ -81,7 +81,7 @@ def _libuv_fact(plat) -> str:
 def _findings():
     """Stale stores and orphaned ranks, once the cleanup module exists."""
     try:
-        from ddpstudio.core.hygiene import scan
+        from ddpstudio.core.cleanup.hygiene import scan
     except ModuleNotFoundError:
         return None
     return scan().to_dict()

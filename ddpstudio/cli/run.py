@@ -77,7 +77,7 @@ def build_request(args: argparse.Namespace):
 def _guess_dataset(data_dir: str) -> str:
     from pathlib import Path
 
-    from ddpstudio.rank.data import CIFAR_FOLDER
+    from ddpstudio.core.plan import CIFAR_FOLDER
 
     path = Path(data_dir)
     return "cifar10" if path.name == CIFAR_FOLDER or (path / CIFAR_FOLDER).is_dir() else "folder"
@@ -93,7 +93,7 @@ def main(args: argparse.Namespace) -> int:
     from ddpstudio.core.gpu import detect_inventory
     from ddpstudio.core.platform import current
     from ddpstudio.core.policy import PolicyError, build_plan
-    from ddpstudio.core.session import Session
+    from ddpstudio.core.launch.session import Session
     from ddpstudio.core.validate import check_request
 
     if args.script_args and not args.script:
@@ -109,7 +109,7 @@ def main(args: argparse.Namespace) -> int:
     except (PolicyError, ValueError) as exc:
         return fail(str(exc))
     if plan.store_path and plan.store_is_fixed:
-        from ddpstudio.core.hygiene import prelaunch_check
+        from ddpstudio.core.cleanup.hygiene import prelaunch_check
 
         check = prelaunch_check(plan.store_path)
         if not check.ok:

@@ -1,5 +1,21 @@
 """The Qt-free core: machine inventory, launch policy, launcher, protocol.
 
-Nothing under this package imports PySide6 or pyqtgraph (tests/test_layers.py
-enforces it), so the CLI, the launcher and the GUI share exactly this logic.
+Nothing under this package imports PySide6 or pyqtgraph, nor ``ddpstudio.rank``,
+``ddpstudio.cli`` or ``ddpstudio.gui`` (tests/test_layers.py enforces both, and
+that no two core modules import each other), so the CLI, the launcher and the
+GUI share exactly this logic.
+
+The rooms:
+
+- top level, the shared ground every room may use: ``platform`` (the one
+  Windows/POSIX seam), ``paths``, ``atomic``, ``protocol`` (the event stream),
+  ``plan`` (the launch plan and the names ranks and core agree on), ``policy``
+  and ``validate`` (from a request to a plan);
+- ``launch/``: starting and watching a run (launcher, session, rank commands,
+  run folder, root cause);
+- ``process/``: owning, identifying and stopping processes (process table,
+  process tree, Job Object, killer, file lock holders);
+- ``cleanup/``: what killed runs leave behind (registry, scan and clean);
+- ``rendezvous/``: store URLs and TCP ports;
+- ``gpu/`` and ``bench/``: GPU inventory and sampling; the scaling benchmark.
 """

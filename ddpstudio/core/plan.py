@@ -1,7 +1,7 @@
 """The launch plan: everything the launcher needs, as one JSON file.
 
 Front ends build it (through :mod:`ddpstudio.core.policy`), write it into the
-run directory, and start ``python -m ddpstudio.launcher PLAN.json``.
+run directory, and start ``python -m ddpstudio.core.launch.launcher PLAN.json``.
 """
 
 from __future__ import annotations
@@ -13,6 +13,17 @@ from pathlib import Path
 from typing import Any
 
 from ddpstudio.core.atomic import write_json
+
+# The recipe's on-disk names: validation (core) and the ranks (rank/) agree through these.
+CHECKPOINT_NAME = "checkpoint.pt"
+CIFAR_FOLDER = "cifar-10-batches-py"
+
+
+def cifar_root(data_dir: str) -> Path:
+    """CIFAR-10's root: the folder holding ``cifar-10-batches-py`` (or that folder itself)."""
+    path = Path(data_dir)
+    return path.parent if path.name == CIFAR_FOLDER else path
+
 
 DEFAULT_DIST_ARGS = "--dist-url {url} --dist-backend {backend} --world-size {world_size} --rank {rank}"
 

@@ -149,9 +149,9 @@ def effective_batch(batch: int, world_size: int, mode: str) -> tuple[int, int]:
 def build_plan(request: Request, platform: Platform, machine: Machine,
                interfaces: dict[str, list[str]] | None = None) -> Plan:
     """Decide everything; raises :class:`PolicyError` for choices that cannot work."""
-    from ddpstudio.core.commands import console_python
-    from ddpstudio.core.ports import find_free_port, libuv_env, tcp_init_url
-    from ddpstudio.core.storeurl import file_store_url, store_path_from_url
+    from ddpstudio.core.launch.commands import console_python
+    from ddpstudio.core.rendezvous.ports import find_free_port, libuv_env, tcp_init_url
+    from ddpstudio.core.rendezvous.storeurl import file_store_url, store_path_from_url
 
     if (request.recipe is None) == (request.script is None):
         raise PolicyError("choose exactly one thing to train: the built-in recipe or a script", "workload")

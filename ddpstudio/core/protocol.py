@@ -14,6 +14,9 @@ from typing import Any, Mapping
 
 SCHEMA_VERSION = 1
 
+# The launcher sets this for every rank; ranks append their events under it.
+EVENTS_DIR_ENV = "DDPSTUDIO_EVENTS_DIR"
+
 RUN_STARTED = "run_started"
 RANK_STARTED = "rank_started"
 RANK_JOINED = "rank_joined"

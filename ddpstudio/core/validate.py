@@ -101,7 +101,7 @@ def check_recipe(spec: RecipeSpec) -> list[Problem]:
         if problem:
             problems.append(problem)
     if spec.resume:
-        from ddpstudio.rank.checkpoint import CHECKPOINT_NAME
+        from ddpstudio.core.plan import CHECKPOINT_NAME
 
         if not spec.checkpoint_dir:
             problems.append(Problem("resume", "resume needs a checkpoint folder: give one"))
@@ -118,7 +118,7 @@ def check_data_dir(kind: str, data_dir: str | None) -> list[Problem]:
     if not path.is_dir():
         return [Problem("data_dir", f"the data folder {path} does not exist; choose an existing folder")]
     if kind == "cifar10":
-        from ddpstudio.rank.data import CIFAR_FOLDER, cifar_root
+        from ddpstudio.core.plan import CIFAR_FOLDER, cifar_root
 
         if not (cifar_root(str(path)) / CIFAR_FOLDER / "data_batch_1").is_file():
             return [Problem("data_dir", f"{path} does not hold CIFAR-10's {CIFAR_FOLDER} folder; unpack "
@@ -147,7 +147,7 @@ def check_script(spec: ScriptSpec) -> list[Problem]:
     if spec.cwd and not Path(spec.cwd).is_dir():
         return [Problem("cwd", f"the working folder {spec.cwd} does not exist")]
     if spec.style == "args":
-        from ddpstudio.core.commands import dist_args
+        from ddpstudio.core.launch.commands import dist_args
         from ddpstudio.core.plan import Plan
 
         probe = Plan(run_id="", run_dir="", world_size=2, backend="gloo", device="cpu", store="file",
@@ -170,7 +170,7 @@ def check_store_path(store_path: str | None) -> list[Problem]:
 def check_port(port: int | None) -> list[Problem]:
     if port is None:
         return []
-    from ddpstudio.core.ports import is_port_free, port_owner
+    from ddpstudio.core.rendezvous.ports import is_port_free, port_owner
 
     if not 1 <= port <= 65535:
         return [Problem("port", f"port {port} is out of range; use 1024-65535")]

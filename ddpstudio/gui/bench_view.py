@@ -11,91 +11,22 @@ from __future__ import annotations
 
 from typing import Callable
 
-import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal, Slot
-from PySide6.QtGui import QPalette
-from PySide6.QtWidgets import (QCheckBox, QFormLayout, QHBoxLayout, QHeaderView, QLabel, QLineEdit,
-                               QProgressBar, QPushButton, QSpinBox, QSplitter, QTableWidget,
-                               QTableWidgetItem, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QCheckBox, QFormLayout, QHBoxLayout, QLabel, QLineEdit, QProgressBar,
+                               QPushButton, QSpinBox, QSplitter, QVBoxLayout, QWidget)
 
 from ddpstudio.core.bench import BenchConfig, BenchProgress, BenchResult
 from ddpstudio.core.bench.analysis import default_world_sizes, parse_world_sizes
-from ddpstudio.core.bench.export import TABLE_HEADER, table_cells
+from ddpstudio.core.bench.export import write_csv, write_png
 from ddpstudio.core.policy import Request
 from ddpstudio.gui.bench_controller import BenchController
-from ddpstudio.gui.plots import colour
+from ddpstudio.gui.bench_results import BenchTable, SpeedupChart
 from ddpstudio.gui.setup_form import ERROR_COLOUR, INVALID_STYLE
 from ddpstudio.gui.workers import Workers
 
-HEADER = TABLE_HEADER + ("GPU util", "variant")
-SPEEDUP_COL, EFFICIENCY_COL = TABLE_HEADER.index("speedup"), TABLE_HEADER.index("efficiency")
 COMPARE = {"backend": "Gloo vs NCCL", "store": "FileStore vs TCP store", "batch": "per-rank vs split batch"}
 PHASES = {"starting": "starting", "warmup": "warming up", "measuring": "measuring", "done": "done",
           "failed": "failed"}
-
-
-class SpeedupChart(QWidget):
-    """Bars of speedup per world size (one colour per variant) and the dashed ideal line."""
-
-    def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.widget = pg.PlotWidget()
-        text = self.widget.palette().color(QPalette.ColorRole.Text)
-        self.widget.setBackground(self.widget.palette().color(QPalette.ColorRole.Base))
-        item = self.widget.getPlotItem()
-        item.setTitle("Speedup against the ideal", color=text)
-        item.setLabel("bottom", "ranks")
-        item.setLabel("left", "speedup (x)")
-        for axis in ("bottom", "left"):
-            item.getAxis(axis).setTextPen(text)
-        item.setMenuEnabled(False)
-        item.setMouseEnabled(False, False)
-        self.legend = item.addLegend(offset=(10, 10), labelTextColor=text)
-        self.text = text
-        self.bars: list[pg.BarGraphItem] = []
-        self.labels: list[pg.TextItem] = []  # speedup and efficiency above each bar
-        self.ideal = self.widget.plot([], [], name="ideal", symbol="o", symbolSize=6,
-                                      pen=pg.mkPen("#c62828", width=2, style=Qt.PenStyle.DashLine),
-                                      symbolBrush="#c62828", symbolPen=None)
-        self.ideal.setZValue(10)  # over the bars
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(0, 0, 0, 0)
-        layout.addWidget(self.widget)
-
-    def bar_count(self) -> int:
-        return sum(len(bar.opts["height"]) for bar in self.bars)
-
-    def show_result(self, result: BenchResult | None) -> None:
-        for bar in self.bars:
-            self.widget.removeItem(bar)
-            self.legend.removeItem(bar)
-        for label in self.labels:
-            self.widget.removeItem(label)
-        self.bars, self.labels = [], []
-        sizes = sorted({r.world_size for r in result.rows}) if result else []
-        if not sizes:
-            self.ideal.setData([], [])
-            return
-        slot = {ws: i for i, ws in enumerate(sizes)}  # one slot per world size, evenly spaced
-        variants = result.variants
-        width = 0.7 / len(variants)
-        for v, variant in enumerate(variants):
-            rows = [r for r in result.rows_of(variant) if r.speedup is not None]
-            x = [slot[r.world_size] - 0.35 + width * (v + 0.5) for r in rows]
-            bar = pg.BarGraphItem(x=x, height=[r.speedup for r in rows], width=width * 0.9,
-                                  brush=colour(v), pen=None, name=variant)
-            self.widget.addItem(bar)  # named: the legend lists it
-            self.bars.append(bar)
-            for x_, row in zip(x, rows):
-                label = pg.TextItem(f"{row.speedup:.2f}x · {100 * row.efficiency:.0f}%", color=self.text,
-                                    anchor=(0.5, 1.0))
-                label.setPos(x_, row.speedup)
-                self.widget.addItem(label)
-                self.labels.append(label)
-        base = min(sizes)
-        self.ideal.setData([slot[ws] for ws in sizes], [ws / base for ws in sizes])
-        self.widget.getPlotItem().getAxis("bottom").setTicks([[(i, str(ws)) for ws, i in slot.items()]])
-        self.widget.getPlotItem().setXRange(-0.6, len(sizes) - 0.4, padding=0)
 
 
 class BenchView(QWidget):
@@ -177,11 +108,7 @@ class BenchView(QWidget):
         self.bar.setTextVisible(False)
         self.bar.setMaximumHeight(8)
 
-        self.table = QTableWidget(0, len(HEADER))
-        self.table.setHorizontalHeaderLabels(HEADER)
-        self.table.verticalHeader().hide()
-        self.table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
-        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        self.table = BenchTable()
         self.chart = SpeedupChart()
         self.verdict = QLabel()
         self.verdict.setWordWrap(True)
@@ -340,19 +267,7 @@ class BenchView(QWidget):
         self.bar.setValue(0)
 
     def show_result(self, result: BenchResult) -> None:
-        self.table.setRowCount(len(result.rows))
-        for i, row in enumerate(result.rows):
-            gpu = f"{row.gpu_util_pct:.0f}%" if row.gpu_util_pct is not None else "n/a"
-            for j, text in enumerate(table_cells(row) + (gpu, row.variant)):
-                item = QTableWidgetItem(text)
-                item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-                raw = {SPEEDUP_COL: row.speedup, EFFICIENCY_COL: row.efficiency}.get(j)
-                if raw is not None:
-                    item.setData(Qt.ItemDataRole.UserRole, raw)
-                if row.error:
-                    item.setToolTip(row.error)
-                self.table.setItem(i, j, item)
-        self.table.setColumnHidden(len(HEADER) - 1, len(result.variants) < 2)
+        self.table.show_result(result)
         self.chart.show_result(result)
         self.verdict.setText("\n".join([result.verdict, *result.notes]).strip())
 
@@ -366,7 +281,7 @@ class BenchView(QWidget):
             return
         if not path.lower().endswith(f".{kind}"):
             path += f".{kind}"
-        write = result.write_csv if kind == "csv" else result.write_png
+        write = (lambda p: write_csv(result, p)) if kind == "csv" else (lambda p: write_png(result, p))
         self.workers.submit(lambda: str(write(path)), self._on_exported, self._on_export_failed)
 
     @Slot(object)

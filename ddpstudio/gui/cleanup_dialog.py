@@ -12,7 +12,7 @@ from PySide6.QtCore import Qt, Signal, Slot
 from PySide6.QtWidgets import (QDialog, QDialogButtonBox, QLabel, QProgressBar, QPushButton, QTreeWidget,
                                QTreeWidgetItem, QVBoxLayout, QWidget)
 
-from ddpstudio.core.hygiene import CleanReport, Findings, clean, scan
+from ddpstudio.core.cleanup.hygiene import CleanReport, Findings, clean, scan
 from ddpstudio.gui.workers import Workers
 
 STALE, ORPHANS, FOREIGN = "stale", "orphans", "foreign"

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import time
 
-from PySide6.QtCore import QByteArray, Qt, QTimer, QUrl, Signal, Slot
-from PySide6.QtGui import QAction, QCloseEvent, QDesktopServices, QKeySequence
-from PySide6.QtWidgets import (QHBoxLayout, QMainWindow, QPushButton, QScrollArea, QSplitter, QStyle,
-                               QVBoxLayout, QWidget)
+from PySide6.QtCore import Qt, QTimer, QUrl, Signal, Slot
+from PySide6.QtGui import QCloseEvent, QDesktopServices
+from PySide6.QtWidgets import QMainWindow, QSplitter
 
 from ddpstudio import __version__
 from ddpstudio.cli.progress import format_eta
@@ -22,7 +21,6 @@ from ddpstudio.core.platform import Platform, current
 from ddpstudio.gui.bench_controller import BenchController
 from ddpstudio.gui.bench_view import BenchView
 from ddpstudio.gui.dialogs import Dialogs
-from ddpstudio.gui.form_state import SetupState
 from ddpstudio.gui.hints import hints_for, low_load_hint
 from ddpstudio.gui.icon import app_icon
 from ddpstudio.gui.load_history import LOW_LOAD_WINDOW_S, LoadHistory
@@ -35,7 +33,10 @@ from ddpstudio.gui.run_metrics import RunMetrics
 from ddpstudio.gui.run_view import TABS, RunView
 from ddpstudio.gui.settings import Settings
 from ddpstudio.gui.setup_check import SetupCheck
+from ddpstudio.gui.setup_column import SetupColumn
 from ddpstudio.gui.setup_form import SetupForm
+from ddpstudio.gui.window_actions import WindowActions
+from ddpstudio.gui.window_settings import restore_window, save_window
 from ddpstudio.gui.workers import Workers
 
 RENDER_MS = 50  # 20 ticks a second while something changes (one plot redrawn per tick); stops when idle
@@ -80,60 +81,19 @@ class MainWindow(QMainWindow):
         self._update_actions()
 
     # -- building ------------------------------------------------------------
-    def _action(self, text: str, shortcut, icon: QStyle.StandardPixmap, slot) -> QAction:
-        action = QAction(self.style().standardIcon(icon), text, self)
-        action.setShortcut(QKeySequence(shortcut))
-        action.triggered.connect(slot)
-        return action
-
-    def _button(self, action: QAction) -> QPushButton:
-        button = QPushButton(action.icon(), action.text())
-        button.setToolTip(f"{action.text().replace('&', '')} ({action.shortcut().toString(QKeySequence.SequenceFormat.NativeText)})")
-        button.clicked.connect(action.trigger)
-        action.changed.connect(lambda: button.setEnabled(action.isEnabled()))
-        return button
-
     def _build(self) -> None:
-        SP = QStyle.StandardPixmap
-        self.launch_action = self._action("&Launch", "F5", SP.SP_MediaPlay, self.launch)
-        self.stop_action = self._action("&Stop", "Shift+F5", SP.SP_MediaStop, self.stop)
-        self.cleanup_action = self._action("Clea&n up…", "Ctrl+Shift+K", SP.SP_TrashIcon, self.open_cleanup)
-        quit_action = self._action("&Quit", QKeySequence.StandardKey.Quit, SP.SP_DialogCloseButton, self.close)
-        menu = self.menuBar()
-        file_menu = menu.addMenu("&File")
-        file_menu.addAction(quit_action)
-        run_menu = menu.addMenu("&Run")
-        for action in (self.launch_action, self.stop_action, self.cleanup_action):
-            run_menu.addAction(action)
-        view_menu = menu.addMenu("&View")
-        help_menu = menu.addMenu("&Help")
-        help_menu.addAction("Open the &log folder", lambda: self._open_folder(str(paths.log_dir())))
-        help_menu.addAction("&About DDP Studio", self._about)
-
+        self.actions = WindowActions(self, launch=self.launch, stop=self.stop, cleanup=self.open_cleanup,
+                                     open_log_folder=lambda: self._open_folder(str(paths.log_dir())),
+                                     about=self._about)
+        self.launch_action, self.stop_action = self.actions.launch, self.actions.stop
+        self.cleanup_action = self.actions.cleanup
         self.machine_panel = MachinePanel()
         self.form = SetupForm(self.dialogs)
-        column = QWidget()
-        column_layout = QVBoxLayout(column)
-        column_layout.addWidget(self.machine_panel)
-        column_layout.addWidget(self.form, 1)
-        scroll = QScrollArea()
-        scroll.setWidget(column)
-        scroll.setWidgetResizable(True)
-        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        scroll.setMinimumWidth(column.minimumSizeHint().width() + scroll.verticalScrollBar().sizeHint().width()
-                               + 2 * scroll.frameWidth())
-        self.launch_button = self._button(self.launch_action)
+        self.launch_button = WindowActions.button(self.launch_action)
         self.launch_button.setDefault(True)
-        self.stop_button = self._button(self.stop_action)
-        self.cleanup_button = self._button(self.cleanup_action)
-        buttons = QHBoxLayout()
-        for button in (self.launch_button, self.stop_button, self.cleanup_button):
-            buttons.addWidget(button)
-        left = QWidget()
-        left_layout = QVBoxLayout(left)
-        left_layout.setContentsMargins(0, 0, 0, 0)
-        left_layout.addWidget(scroll, 1)
-        left_layout.addLayout(buttons)
+        self.stop_button = WindowActions.button(self.stop_action)
+        self.cleanup_button = WindowActions.button(self.cleanup_action)
+        left = SetupColumn(self.machine_panel, self.form, [self.launch_button, self.stop_button, self.cleanup_button])
 
         self.bench_view = BenchView(self.bench, self.workers, self.dialogs, lambda: self.form.state().to_request())
         self.run_view = RunView(self.workers, self.bench_view)
@@ -141,8 +101,7 @@ class MainWindow(QMainWindow):
         v = self.run_view
         self.error_panel, self.progress, self.plots = v.error_panel, v.progress, v.plots
         self.log_view, self.runs_panel, self.tabs = v.log_view, v.runs_panel, v.tabs
-        for i, name in enumerate(TABS):
-            view_menu.addAction(name, QKeySequence(f"Ctrl+{i + 1}"), lambda i=i: self.tabs.setCurrentIndex(i))
+        self.actions.add_tab_shortcuts(TABS, self.tabs.setCurrentIndex)
 
         self.splitter = QSplitter(Qt.Orientation.Horizontal)
         self.splitter.addWidget(left)
@@ -179,29 +138,10 @@ class MainWindow(QMainWindow):
 
     # -- settings ----------------------------------------------------------------
     def _restore(self) -> None:
-        s = self.settings
-        self.form.set_state(SetupState.from_dict(s.get("setup")))
-        self.bench_view.set_workload(self.form.state().workload)
-        self.bench_view.set_inputs(s.get("bench"))
-        geometry = s.get("geometry")
-        if not (geometry and self.restoreGeometry(QByteArray.fromBase64(geometry.encode()))):
-            screen = self.screen().availableGeometry()
-            self.resize(min(1320, int(screen.width() * 0.9)), min(860, int(screen.height() * 0.9)))
-        if s.get("window_state"):
-            self.restoreState(QByteArray.fromBase64(s.get("window_state").encode()))
-        if s.get("splitter"):
-            self.splitter.restoreState(QByteArray.fromBase64(s.get("splitter").encode()))
-        self.tabs.setCurrentIndex(int(s.get("tab", 0) or 0))
+        restore_window(self)
 
     def save_settings(self) -> None:
-        s = self.settings
-        s.set("setup", self.form.state().to_dict())
-        s.set("geometry", bytes(self.saveGeometry().toBase64()).decode())
-        s.set("window_state", bytes(self.saveState().toBase64()).decode())
-        s.set("splitter", bytes(self.splitter.saveState().toBase64()).decode())
-        s.set("tab", self.tabs.currentIndex())
-        s.set("bench", self.bench_view.inputs())
-        s.save()
+        save_window(self)
 
     # -- machine -----------------------------------------------------------------
     @Slot(object)

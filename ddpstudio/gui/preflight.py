@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from ddpstudio.core.hygiene import prelaunch_check
+from ddpstudio.core.cleanup.hygiene import prelaunch_check
 from ddpstudio.core.plan import Plan
 from ddpstudio.core.platform import Platform
 from ddpstudio.core.policy import PolicyError, build_plan, write_plan

@@ -16,13 +16,13 @@ from collections import deque
 from PySide6.QtCore import QObject, QProcess, QTimer, Signal, Slot
 
 from ddpstudio.core import protocol
-from ddpstudio.core.commands import console_python
-from ddpstudio.core.launcher import RunState
+from ddpstudio.core.launch.commands import console_python
+from ddpstudio.core.launch.launcher import RunState
 from ddpstudio.core.plan import Plan
 from ddpstudio.core.platform import Platform, current
 from ddpstudio.core.policy import plan_file
-from ddpstudio.core.proctree import CREATE_NEW_PROCESS_GROUP, CREATE_NO_WINDOW
-from ddpstudio.core.session import launcher_command
+from ddpstudio.core.process.proctree import CREATE_NEW_PROCESS_GROUP, CREATE_NO_WINDOW
+from ddpstudio.core.launch.session import launcher_command
 from ddpstudio.gui import run_tree
 
 log = logging.getLogger(__name__)

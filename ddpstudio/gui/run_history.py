@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ddpstudio.core import paths, protocol
 from ddpstudio.core.plan import Plan
-from ddpstudio.core.rundir import RunDir
+from ddpstudio.core.launch.rundir import RunDir
 from ddpstudio.gui.form_state import SetupState, from_plan
 from ddpstudio.gui.preflight import SETUP_FILE
 from ddpstudio.gui.run_metrics import POINTS, RunMetrics

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import psutil
 
-from ddpstudio.core.rundir import RunDir
+from ddpstudio.core.launch.rundir import RunDir
 
 
 def recorded(run_dir: str | Path) -> list[psutil.Process]:

@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-CHECKPOINT_NAME = "checkpoint.pt"
+from ddpstudio.core.plan import CHECKPOINT_NAME
 
 
 def checkpoint_path(directory: str | os.PathLike) -> Path:

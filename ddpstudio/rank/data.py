@@ -7,9 +7,7 @@ from pathlib import Path
 import torch
 from torch.utils.data import Dataset
 
-from ddpstudio.core.plan import RecipeSpec
-
-CIFAR_FOLDER = "cifar-10-batches-py"
+from ddpstudio.core.plan import RecipeSpec, cifar_root
 
 
 class SyntheticImages(Dataset):
@@ -47,12 +45,6 @@ def _image_transform(size: int):
             transforms.Normalize((0.485, 0.456, 0.406), (0.229, 0.224, 0.225)),
         ]
     )
-
-
-def cifar_root(data_dir: str) -> Path:
-    """CIFAR-10's root: the folder holding ``cifar-10-batches-py`` (or that folder itself)."""
-    path = Path(data_dir)
-    return path.parent if path.name == CIFAR_FOLDER else path
 
 
 def build_dataset(spec: RecipeSpec) -> tuple[Dataset, int]:

@@ -11,9 +11,7 @@ import os
 from pathlib import Path
 from typing import Any, TextIO
 
-from ddpstudio.core.protocol import make_event
-
-EVENTS_DIR_ENV = "DDPSTUDIO_EVENTS_DIR"
+from ddpstudio.core.protocol import EVENTS_DIR_ENV, make_event
 
 
 def events_file(events_dir: str | os.PathLike, rank: int) -> Path:

@@ -2,7 +2,7 @@
 
     result = run_benchmark(BenchConfig(request), on_progress=print)
     result.rows, result.verdict, result.to_dict()
-    result.write_csv("bench.csv"); result.write_png("bench.png")
+    export.write_csv(result, "bench.csv"); export.write_png(result, "bench.png")
 """
 
 from .model import BenchConfig, BenchProgress, BenchResult, BenchRow

@@ -7,7 +7,6 @@ Plain dataclasses, no Qt; ``BenchResult.to_dict()`` is what ``ddpstudio bench
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
-from pathlib import Path
 from typing import Any
 
 from ddpstudio.core.policy import Request
@@ -111,16 +110,6 @@ class BenchResult:
         return cls(rows=[BenchRow.from_dict(r) for r in raw.get("rows", [])], verdict=raw.get("verdict", ""),
                    machine=raw.get("machine", {}), settings=raw.get("settings", {}),
                    notes=list(raw.get("notes", [])), stopped=bool(raw.get("stopped", False)))
-
-    def write_csv(self, path: str | Path) -> Path:
-        from ddpstudio.core.bench.export import write_csv
-
-        return write_csv(self, path)
-
-    def write_png(self, path: str | Path) -> Path:
-        from ddpstudio.core.bench.export import write_png
-
-        return write_png(self, path)
 
 
 @dataclass(frozen=True)

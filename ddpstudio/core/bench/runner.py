@@ -157,7 +157,7 @@ class Benchmark:
             self.on_progress(BenchProgress(variant.label, ws, index, runs, phase, step, total, message))
 
     def _run_one(self, variant: Variant, ws: int, index: int, runs: int) -> BenchRow:
-        from ddpstudio.core.session import Session
+        from ddpstudio.core.launch.session import Session
 
         c = self.config
         plan = self._plan(variant.request, ws)

@@ -8,7 +8,7 @@ import shlex
 
 from ddpstudio.core.plan import Plan
 from ddpstudio.core.platform import Platform
-from ddpstudio.rank.emit import EVENTS_DIR_ENV
+from ddpstudio.core.protocol import EVENTS_DIR_ENV
 
 
 def console_python(executable: str, platform: Platform, exists=os.path.exists) -> str:

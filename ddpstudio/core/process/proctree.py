@@ -76,7 +76,7 @@ class PosixTree(ProcessTree):
 class WindowsTree(ProcessTree):
     def __init__(self, platform: Platform) -> None:
         super().__init__(platform)
-        from ddpstudio.core.winjob import JobObject
+        from ddpstudio.core.process.winjob import JobObject
 
         self.job = JobObject()
 

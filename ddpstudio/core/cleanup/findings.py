@@ -6,7 +6,7 @@ import os
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ddpstudio.core.registry import CorruptRecord
+from ddpstudio.core.cleanup.registry import CorruptRecord
 
 
 @dataclass

@@ -15,11 +15,11 @@ from ddpstudio.core import protocol
 from ddpstudio.core.plan import Plan
 from ddpstudio.core.platform import Platform, current
 from ddpstudio.core.policy import write_plan
-from ddpstudio.core.proctree import CREATE_NEW_PROCESS_GROUP
+from ddpstudio.core.process.proctree import CREATE_NEW_PROCESS_GROUP
 
 
 def launcher_command(plan_path: str | Path, python: str | None = None) -> list[str]:
-    return [python or sys.executable, "-m", "ddpstudio.core.launcher", str(plan_path), "--stdin-control"]
+    return [python or sys.executable, "-m", "ddpstudio.core.launch.launcher", str(plan_path), "--stdin-control"]
 
 
 class Session:

@@ -1,4 +1,4 @@
-"""The launcher: ``python -m ddpstudio.core.launcher PLAN.json [--stdin-control]``.
+"""The launcher: ``python -m ddpstudio.core.launch.launcher PLAN.json [--stdin-control]``.
 
 Starts one fresh interpreter per rank, owns their whole tree, merges the
 ranks' events onto stdout (one JSON line each), stops everything when a rank
@@ -22,15 +22,15 @@ from pathlib import Path
 from typing import IO, TextIO
 
 from ddpstudio.core import protocol
-from ddpstudio.core.commands import rank_command, rank_env
-from ddpstudio.core.lossparse import LossScraper
+from ddpstudio.core.launch.commands import rank_command, rank_env
+from ddpstudio.core.launch.lossparse import LossScraper
 from ddpstudio.core.plan import Plan
 from ddpstudio.core.platform import Platform, current
-from ddpstudio.core.proctable import create_time
-from ddpstudio.core.proctree import make_tree
-from ddpstudio.core.rootcause import RankFailure, StderrTail
-from ddpstudio.core.rundir import RunDir
-from ddpstudio.core.tail import LineTail
+from ddpstudio.core.process.proctable import create_time
+from ddpstudio.core.process.proctree import make_tree
+from ddpstudio.core.launch.rootcause import RankFailure, StderrTail
+from ddpstudio.core.launch.rundir import RunDir
+from ddpstudio.core.launch.tail import LineTail
 
 
 class RunState(enum.Enum):
@@ -137,7 +137,7 @@ class Launcher:
 
     def _write_processes(self) -> None:
         """processes.json in the run folder, and the run's registry record (what 'ddpstudio clean' trusts)."""
-        from ddpstudio.core import registry
+        from ddpstudio.core.cleanup import registry
 
         me = os.getpid()
         if self._launcher_created is None:
@@ -248,7 +248,7 @@ class Launcher:
             facts.append(f"the store file {self.plan.store_path} existed before this run started: "
                          "a killed run left it behind; run 'ddpstudio clean'")
         if self.plan.store == "tcp" and self.plan.master_port:
-            from ddpstudio.core.ports import port_owner
+            from ddpstudio.core.rendezvous.ports import port_owner
 
             owner = port_owner(self.plan.master_port)
             if owner and owner.get("pid") not in {r.proc.pid for r in self.ranks}:
@@ -290,7 +290,7 @@ class Launcher:
         return self.state
 
     def _record_end(self) -> None:
-        from ddpstudio.core import registry
+        from ddpstudio.core.cleanup import registry
 
         try:
             registry.record_end(self.plan.run_id, self.state.value)
@@ -306,7 +306,7 @@ def _watch_stdin(launcher: Launcher) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m ddpstudio.core.launcher")
+    parser = argparse.ArgumentParser(prog="python -m ddpstudio.core.launch.launcher")
     parser.add_argument("plan", help="the plan.json a front end wrote")
     parser.add_argument("--stdin-control", action="store_true",
                         help="stop when a 'stop' line arrives on stdin or stdin closes")

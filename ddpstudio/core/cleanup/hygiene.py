@@ -17,12 +17,16 @@ import os
 import shlex
 from pathlib import Path
 
-from ddpstudio.core import killer, lockholders, paths, registry
-from ddpstudio.core.findings import CleanReport, Findings, PrelaunchResult, ProcessInfo, StaleStore
-from ddpstudio.core.lockholders import norm
+from ddpstudio.core.process import killer, lockholders
+
+from ddpstudio.core import paths
+
+from ddpstudio.core.cleanup import registry
+from ddpstudio.core.cleanup.findings import CleanReport, Findings, PrelaunchResult, ProcessInfo, StaleStore
+from ddpstudio.core.process.lockholders import norm
 from ddpstudio.core.platform import Platform, current
-from ddpstudio.core.proctable import Proc, ProcTable, same_time
-from ddpstudio.core.registry import CorruptRecord, RunRecord
+from ddpstudio.core.process.proctable import Proc, ProcTable, same_time
+from ddpstudio.core.cleanup.registry import CorruptRecord, RunRecord
 
 __all__ = ["CleanReport", "CorruptRecord", "Findings", "PrelaunchResult", "ProcessInfo", "StaleStore",
            "clean", "prelaunch_check", "scan"]

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import psutil
 
 from ddpstudio.core.platform import Platform
-from ddpstudio.core.proctable import same_time
+from ddpstudio.core.process.proctable import same_time
 
 GRACE_S = 3.0
 FORCE_WAIT_S = 3.0
