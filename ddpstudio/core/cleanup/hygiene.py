@@ -26,6 +26,7 @@ from ddpstudio.core.cleanup.findings import CleanReport, Findings, PrelaunchResu
 from ddpstudio.core.process.lockholders import norm
 from ddpstudio.core.platform import Platform, current
 from ddpstudio.core.process.proctable import Proc, ProcTable, same_time
+from ddpstudio.core.rendezvous.asciipath import store_folders
 from ddpstudio.core.cleanup.registry import CorruptRecord, RunRecord
 
 __all__ = ["CleanReport", "CorruptRecord", "Findings", "PrelaunchResult", "ProcessInfo", "StaleStore",
@@ -39,7 +40,8 @@ KILLED_NOTE = "the launcher was killed before it could record the end; marked by
 # -- scan --------------------------------------------------------------------
 def scan(platform: Platform | None = None) -> Findings:
     """Look, touch nothing: stale store files, orphaned ranks, who holds the stale files, bad records."""
-    posix = not (platform or current()).is_windows
+    platform = platform or current()
+    posix = not platform.is_windows
     records, corrupt = registry.load_records()
     table = ProcTable.take()
     live = [r for r in records if _is_live(r, table)]
@@ -55,7 +57,7 @@ def scan(platform: Platform | None = None) -> Findings:
             for proc in _tree(table, rank.pid, rank.create_time, posix):
                 live_pids[proc.pid] = r.run_id
     found.orphans = _orphans(over, table, posix, live_pids)
-    found.stale_stores = _stale_stores(over, {norm(p) for p in found.live_stores}, corrupt, table)
+    found.stale_stores = _stale_stores(over, {norm(p) for p in found.live_stores}, corrupt, table, platform)
     found.lock_holders = _lock_holders(found, over, table, live_pids)
     return found
 
@@ -93,24 +95,27 @@ def _reason(record: RunRecord) -> str:
 
 
 def _stale_stores(over: list[RunRecord], live: set[str], corrupt: list[CorruptRecord],
-                  table: ProcTable) -> list[StaleStore]:
+                  table: ProcTable, platform: Platform) -> list[StaleStore]:
     stale: dict[str, StaleStore] = {}
-    ours = norm(str(paths.store_dir()))
+    folders = store_folders(str(paths.store_dir()), platform)
+    ours = {norm(f) for f in folders}
     rewritten: set[str] = set()
     for r in reversed(over):  # newest first: the reason names the last run that used the file
         if r.store_path and os.path.isfile(r.store_path):
             key = norm(r.store_path)
             if key in live or key in stale or key in rewritten:
                 continue
-            if os.path.dirname(key) != ours and _written_since(r.store_path, r):
+            if os.path.dirname(key) not in ours and _written_since(r.store_path, r):
                 rewritten.add(key)  # another program uses that path now: not our leftover any more
                 continue
             stale[key] = StaleStore(r.store_path, _reason(r), r.run_id)
     unreadable = {c.run_id for c in corrupt}
-    try:
-        files = sorted(p for p in paths.store_dir().iterdir() if p.is_file())
-    except FileNotFoundError:
-        files = []
+    files = []
+    for folder in folders:
+        try:
+            files += sorted(p for p in Path(folder).iterdir() if p.is_file())
+        except FileNotFoundError:
+            pass
     for f in files:
         key = norm(str(f))
         run_id = f.name.removesuffix(".store")
