@@ -90,3 +90,34 @@ def test_lock_holders_ask_the_restart_manager_on_windows(monkeypatch, tmp_path):
         assert (child.pid, store) in lockholders.holders([store], LINUX)
     finally:
         child.communicate("\n", timeout=10)
+
+
+def test_ranks_start_the_real_interpreter_not_the_venv_stub_on_windows():
+    from ddpstudio.core.launch.interpreter import VENV_LAUNCHER_ENV, rank_interpreter
+
+    stub = r"C:\Users\me\AppData\Local\Programs\DDPStudio\env\Scripts\python.exe"
+    base = r"C:\Users\me\AppData\Roaming\uv\python\cpython-3.11.14-windows-x86_64-none\python.exe"
+    got = rank_interpreter(stub, WINDOWS, base_executable=base, in_venv=True, exists=lambda p: p == base)
+    assert (got.executable, got.env) == (base, {VENV_LAUNCHER_ENV: stub})
+    # The window's pythonw base becomes python.exe; outside a venv, or without the base, nothing changes.
+    basew = base.replace("python.exe", "pythonw.exe")
+    assert rank_interpreter(stub, WINDOWS, base_executable=basew, in_venv=True, exists=lambda p: p == base).executable == base
+    assert rank_interpreter(stub, WINDOWS, base_executable=base, in_venv=False).executable == stub
+    assert rank_interpreter(stub, WINDOWS, base_executable=base, in_venv=True, exists=lambda p: False).executable == stub
+    assert rank_interpreter("/work/.venv/bin/python", LINUX, base_executable="/usr/bin/python3", in_venv=True).env == {}
+
+
+def test_a_windows_plan_starts_ranks_with_the_base_interpreter_and_names_the_venv():
+    """The variable's meaning is CPython's (getpath, test_getpath.test_venv_win32); the plan must carry it."""
+    import sys
+
+    from ddpstudio.core.gpu import detect_inventory
+    from ddpstudio.core.launch.interpreter import VENV_LAUNCHER_ENV
+    from ddpstudio.core.plan import RecipeSpec
+    from ddpstudio.core.policy import Request, build_plan
+
+    assert sys.prefix != sys.base_prefix, "the tests run in the project's venv"
+    plan = build_plan(Request(store_path="D:\\pg", recipe=RecipeSpec()), WINDOWS, detect_inventory())
+    assert (plan.python, plan.env[VENV_LAUNCHER_ENV]) == (sys._base_executable, sys.executable)
+    linux = build_plan(Request(recipe=RecipeSpec()), LINUX, detect_inventory())
+    assert linux.python == sys.executable and VENV_LAUNCHER_ENV not in linux.env  # POSIX: no stub

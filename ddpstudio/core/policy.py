@@ -152,6 +152,7 @@ def build_plan(request: Request, platform: Platform, machine: Machine,
                interfaces: dict[str, list[str]] | None = None) -> Plan:
     """Decide everything; raises :class:`PolicyError` for choices that cannot work."""
     from ddpstudio.core.launch.commands import console_python
+    from ddpstudio.core.launch.interpreter import rank_interpreter
     from ddpstudio.core.rendezvous.ports import find_free_port, libuv_env, tcp_init_url
     from ddpstudio.core.rendezvous.asciipath import safe_store_folder, safe_store_path
     from ddpstudio.core.rendezvous.storeurl import file_store_url, store_path_from_url
@@ -195,6 +196,8 @@ def build_plan(request: Request, platform: Platform, machine: Machine,
             env["GLOO_SOCKET_IFNAME"] = iface
             reasons.append(f"Gloo pinned to the loopback interface ({iface}) so VPN or virtual "
                            "adapters cannot break a single-machine run")
+    interpreter = rank_interpreter(console_python(sys.executable, platform), platform)
+    env.update(interpreter.env)
     env.update(request.extra_env)
 
     recipe, eff, lr = request.recipe, None, None
@@ -208,7 +211,7 @@ def build_plan(request: Request, platform: Platform, machine: Machine,
         run_id=run_id, run_dir=str(run_dir), world_size=int(world.value), backend=str(backend.value),
         device=device, store=str(store.value), init_method=init_method, store_path=store_path,
         store_is_fixed=fixed, master_addr="127.0.0.1", master_port=port, env=env, reasons=reasons,
-        rendezvous_timeout=request.rendezvous_timeout, python=console_python(sys.executable, platform),
+        rendezvous_timeout=request.rendezvous_timeout, python=interpreter.executable,
         recipe=recipe, script=request.script, effective_batch=eff, lr=lr,
     )
 
