@@ -398,27 +398,24 @@ def test_clean_up_removes_a_real_stale_store_and_shows_the_result(qtbot, open_wi
     dialog.close()
 
 
-def test_on_windows_the_launcher_gets_no_console_window():
-    """The Windows branch, run through the platform seam with a stand-in for Windows' QProcess."""
+def test_on_windows_the_launcher_runs_under_python_exe_with_nothing_asked_of_qprocess():
+    """The Windows branch, through the platform seam, against the real pinned QProcess (no stand-in).
+
+    The window runs under pythonw.exe; the launcher must not (no console: cpython #112190).
+    PySide6 6.11.3 has no setCreateProcessArgumentsModifier on any platform: nothing may need it.
+    """
+    from PySide6.QtCore import QProcess
+
     from ddpstudio.core.platform import WINDOWS
-    from ddpstudio.core.process.proctree import CREATE_NEW_PROCESS_GROUP, CREATE_NO_WINDOW
     from ddpstudio.gui.run_controller import RunController, launcher_python
 
-    class WindowsProcess:
-        modifier = None
-
-        def setCreateProcessArgumentsModifier(self, fn):
-            self.modifier = fn
-
-    class CreateProcessArguments:
-        flags = 0x10
-
-    proc, args = WindowsProcess(), CreateProcessArguments()
-    assert RunController(WINDOWS)._detach(proc) is True
-    proc.modifier(args)
-    assert args.flags == 0x10 | CREATE_NO_WINDOW | CREATE_NEW_PROCESS_GROUP
-    assert RunController(WINDOWS)._detach(object()) is False  # a PySide6 without the modifier
-    assert launcher_python(r"C:\Python\pythonw.exe", WINDOWS, console_hidden=False) == r"C:\Python\pythonw.exe"
+    scripts = r"C:\Users\me\AppData\Local\Programs\DDPStudio\env\Scripts"
+    python = scripts + r"\python.exe"
+    assert launcher_python(scripts + r"\pythonw.exe", WINDOWS, exists=lambda p: p == python) == python
+    assert not hasattr(QProcess, "setCreateProcessArgumentsModifier")
+    proc = QProcess()
+    RunController(WINDOWS)._detach(proc)  # must not fail, and sets nothing POSIX-only
+    assert proc.unixProcessParameters().flags == QProcess.UnixProcessFlag(0)
 
 
 def test_the_package_ships_the_repository_icons(qapp):

@@ -16,6 +16,8 @@ SCHEMA_VERSION = 1
 
 # The launcher sets this for every rank; ranks append their events under it.
 EVENTS_DIR_ENV = "DDPSTUDIO_EVENTS_DIR"
+# The file whose appearance asks every rank to stop (no console needed: Windows, pythonw).
+STOP_FILE_ENV = "DDPSTUDIO_STOP_FILE"
 
 RUN_STARTED = "run_started"
 RANK_STARTED = "rank_started"

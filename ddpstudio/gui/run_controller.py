@@ -9,7 +9,7 @@ polls its liveness and enforces the stop deadline.
 
 from __future__ import annotations
 
-import logging
+import os
 import sys
 from collections import deque
 
@@ -21,11 +21,9 @@ from ddpstudio.core.launch.launcher import RunState
 from ddpstudio.core.plan import Plan
 from ddpstudio.core.platform import Platform, current
 from ddpstudio.core.policy import plan_file
-from ddpstudio.core.process.proctree import CREATE_NEW_PROCESS_GROUP, CREATE_NO_WINDOW
 from ddpstudio.core.launch.session import launcher_command
 from ddpstudio.gui import run_tree
 
-log = logging.getLogger(__name__)
 STOP_DEADLINE_MS = 9000  # the launcher needs grace (5 s) + a kill; past this we end the tree ourselves
 POLL_MS = 500
 
@@ -81,8 +79,8 @@ class RunController(QObject):
         self._stderr.clear()
         self._stop_asked, self._finished_event, self.events_seen = False, None, 0
         proc = QProcess(self)
-        hidden = self._detach(proc)
-        cmd = command or launcher_command(plan_file(plan), launcher_python(sys.executable, self.platform, hidden))
+        self._detach(proc)
+        cmd = command or launcher_command(plan_file(plan), launcher_python(sys.executable, self.platform))
         proc.setProgram(cmd[0])
         proc.setArguments(cmd[1:])
         proc.readyReadStandardOutput.connect(self._read_stdout)
@@ -94,25 +92,17 @@ class RunController(QObject):
         proc.start()
         self._poll.start()
 
-    def _detach(self, proc: QProcess) -> bool:
-        """The launcher gets its own session/group, as the CLI gives it; on Windows no console
-        window either. Returns whether CREATE_NO_WINDOW could be set."""
-        if not self.platform.is_windows:
-            if hasattr(proc, "setUnixProcessParameters"):
-                proc.setUnixProcessParameters(QProcess.UnixProcessFlag.CreateNewSession)
-            return False
-        modifier = getattr(proc, "setCreateProcessArgumentsModifier", None)
-        if modifier is None:  # only Windows builds of PySide6 have it
-            return False
+    def _detach(self, proc: QProcess) -> None:
+        """On POSIX the launcher gets its own session, as the CLI gives it.
 
-        def add_flags(args) -> None:
-            try:
-                args.flags = int(args.flags) | CREATE_NO_WINDOW | CREATE_NEW_PROCESS_GROUP
-            except Exception:  # never let a binding detail stop the launch
-                log.exception("could not set the launcher's process creation flags")
-
-        modifier(add_flags)
-        return True
+        On Windows there is nothing to set, and nothing could be: PySide6 6.11.3's Windows
+        wheel has no ``QProcess.setCreateProcessArgumentsModifier`` (its QtCore.pyi lists only
+        ``setNativeArguments``). Qt itself starts the child with CREATE_NO_WINDOW when the
+        window has no console (qprocess_win.cpp: ``GetConsoleWindow() ? 0 : CREATE_NO_WINDOW``),
+        so python.exe runs the launcher with a hidden console, and we stop it through stdin.
+        """
+        if not self.platform.is_windows and hasattr(proc, "setUnixProcessParameters"):
+            proc.setUnixProcessParameters(QProcess.UnixProcessFlag.CreateNewSession)
 
     def stop(self) -> None:
         """Ask the launcher to stop the whole tree; past the deadline we end it ourselves."""
@@ -247,8 +237,10 @@ class RunController(QObject):
             self.run_state_changed.emit(state.value)
 
 
-def launcher_python(executable: str, platform: Platform, console_hidden: bool) -> str:
-    """The launcher's interpreter. Under pythonw.exe (the window-only entry point) python.exe is
-    used only if CREATE_NO_WINDOW could be set; otherwise pythonw.exe itself, which never opens a
-    console (its stdio are our pipes, so the event stream still flows)."""
-    return console_python(executable, platform) if console_hidden else executable
+def launcher_python(executable: str, platform: Platform, exists=os.path.exists) -> str:
+    """The launcher's interpreter: python.exe even when the window runs under pythonw.exe.
+
+    Under pythonw the launcher would have no console, and CPython 3.11's ``os.kill`` can then
+    raise SystemError instead of OSError (cpython #112190). Its console stays hidden (see ``_detach``).
+    """
+    return console_python(executable, platform, exists)

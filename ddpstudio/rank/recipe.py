@@ -17,6 +17,7 @@ from datetime import timedelta
 
 from ddpstudio.core import protocol
 from ddpstudio.core.plan import Plan, RecipeSpec
+from ddpstudio.rank import stopwatch
 from ddpstudio.rank.emit import Emitter, rank_from_env
 
 
@@ -203,6 +204,7 @@ class Trainer:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
+    stopwatch.watch()  # the launcher's polite stop: KeyboardInterrupt here, as Ctrl+C would
     emitter = Emitter(rank_from_env())
     trainer = None
     try:
@@ -212,6 +214,11 @@ def main(argv: list[str] | None = None) -> int:
         trainer.run()
         trainer.close()
         return 0
+    except KeyboardInterrupt:  # Ctrl+C, or the launcher's stop file
+        emitter.close()
+        traceback.print_exc(limit=3)
+        stopwatch.exit_interrupted()
+        raise
     except Exception as exc:  # reported as an event, then the traceback goes to stderr too
         emitter.emit(protocol.ERROR, message=f"{type(exc).__name__}: {exc}",
                      traceback=traceback.format_exc(limit=20))

@@ -8,7 +8,8 @@ import shlex
 
 from ddpstudio.core.plan import Plan
 from ddpstudio.core.platform import Platform
-from ddpstudio.core.protocol import EVENTS_DIR_ENV
+from ddpstudio.core.launch.rundir import RunDir
+from ddpstudio.core.protocol import EVENTS_DIR_ENV, STOP_FILE_ENV
 
 
 def console_python(executable: str, platform: Platform, exists=os.path.exists) -> str:
@@ -61,6 +62,7 @@ def rank_env(plan: Plan, rank: int, events_dir: str, base: dict[str, str] | None
         "PYTHONUNBUFFERED": "1",
         "PYTHONIOENCODING": "utf-8",
         EVENTS_DIR_ENV: events_dir,
+        STOP_FILE_ENV: str(RunDir.at(plan.run_dir).rank_stop_file),
         "DDPSTUDIO_RUN_ID": plan.run_id,
     })
     if plan.master_port:

@@ -72,7 +72,7 @@ class Launcher:
         self.ranks: list[RankProc] = []
         self.failures: list[RankFailure] = []
         self.stall: RankFailure | None = None
-        self.tree = make_tree(self.platform)
+        self.tree = make_tree(self.platform, stop_file=self.run.rank_stop_file)
         self._merged: TextIO | None = None
         self._stop_deadline: float | None = None
         self._killed = False

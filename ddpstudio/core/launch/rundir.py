@@ -40,6 +40,11 @@ class RunDir:
         return self.root / "result.json"
 
     @property
+    def rank_stop_file(self) -> Path:
+        """The launcher creates this to ask its ranks to stop (they watch it: rank/stopwatch.py)."""
+        return self.root / "stop-ranks"
+
+    @property
     def stop_file(self) -> Path:
         """Create this file to ask the launcher to stop the run."""
         return self.root / "STOP"

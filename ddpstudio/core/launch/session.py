@@ -15,11 +15,15 @@ from ddpstudio.core import protocol
 from ddpstudio.core.plan import Plan
 from ddpstudio.core.platform import Platform, current
 from ddpstudio.core.policy import write_plan
-from ddpstudio.core.process.proctree import CREATE_NEW_PROCESS_GROUP
+from ddpstudio.core.launch.commands import console_python
+from ddpstudio.core.process.proctree import CREATE_NEW_PROCESS_GROUP, CREATE_NO_WINDOW
 
 
 def launcher_command(plan_path: str | Path, python: str | None = None) -> list[str]:
-    return [python or sys.executable, "-m", "ddpstudio.core.launch.launcher", str(plan_path), "--stdin-control"]
+    """The launcher's command line; by default this interpreter, as python.exe even under pythonw.exe
+    (a launcher without a console cannot signal on Windows: cpython #112190)."""
+    python = python or console_python(sys.executable, current())
+    return [python, "-m", "ddpstudio.core.launch.launcher", str(plan_path), "--stdin-control"]
 
 
 class Session:
@@ -34,7 +38,8 @@ class Session:
     def start(self) -> None:
         plan_path = write_plan(self.plan)
         # Its own group/session: Ctrl+C reaches us, and we stop the run through stdin, in order.
-        extra = ({"creationflags": CREATE_NEW_PROCESS_GROUP} if self.platform.is_windows
+        # On Windows no console window either: the window's benchmarks start it from pythonw.
+        extra = ({"creationflags": CREATE_NEW_PROCESS_GROUP | CREATE_NO_WINDOW} if self.platform.is_windows
                  else {"start_new_session": True})
         self.proc = subprocess.Popen(launcher_command(plan_path), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      text=True, encoding="utf-8", bufsize=1, **extra)

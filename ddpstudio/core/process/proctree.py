@@ -4,6 +4,13 @@ POSIX: every rank leads its own session, so a signal to its process group
 reaches the rank and everything it started (DataLoader workers, ...).
 Windows: every rank goes into one Job Object with KILL_ON_JOB_CLOSE, so the
 ranks die with the launcher even when it is killed without warning.
+
+Asking politely: on POSIX SIGTERM to each rank's group. On Windows a console
+event cannot do it: each rank, started with CREATE_NO_WINDOW, has a console
+of its own, and under pythonw there is none to send from (CPython 3.11's
+``os.kill`` can then raise SystemError, cpython #112190). So the launcher
+creates the run's stop file, which every rank watches (``rank/stopwatch.py``:
+KeyboardInterrupt in its main thread); the Job Object ends what is left.
 """
 
 from __future__ import annotations
@@ -28,11 +35,16 @@ def popen_options(platform: Platform) -> dict:
     return {"start_new_session": True}
 
 
+# Tests only: "file" makes the POSIX tree ask through the stop file, the way Windows does.
+STOP_CHANNEL_ENV = "DDPSTUDIO_STOP_CHANNEL"
+
+
 class ProcessTree:
     """The processes of one run; ``terminate`` asks politely, ``kill`` forces."""
 
-    def __init__(self, platform: Platform) -> None:
+    def __init__(self, platform: Platform, stop_file: str | os.PathLike | None = None) -> None:
         self.platform = platform
+        self.stop_file = stop_file
         self.procs: list[subprocess.Popen] = []
 
     def spawn(self, args: Sequence[str], env: dict[str, str], cwd: str | None,
@@ -50,6 +62,8 @@ class ProcessTree:
         return [p for p in self.procs if p.poll() is None]
 
     def terminate(self) -> None:
+        if self.stop_file is not None:
+            ask_ranks_to_stop(self.stop_file)
         for proc in self.alive():
             self._signal(proc, polite=True)
 
@@ -66,6 +80,8 @@ class ProcessTree:
 
 class PosixTree(ProcessTree):
     def _signal(self, proc: subprocess.Popen, polite: bool) -> None:
+        if polite and self.stop_file is not None and os.environ.get(STOP_CHANNEL_ENV) == "file":
+            return  # the stop file alone asks, as on Windows
         try:
             # The group outlives its leader when the rank has children, so signal it even then.
             os.killpg(proc.pid, signal.SIGTERM if polite else signal.SIGKILL)
@@ -74,30 +90,35 @@ class PosixTree(ProcessTree):
 
 
 class WindowsTree(ProcessTree):
-    def __init__(self, platform: Platform) -> None:
-        super().__init__(platform)
-        from ddpstudio.core.process.winjob import JobObject
+    def __init__(self, platform: Platform, stop_file: str | os.PathLike | None = None, job=None) -> None:
+        super().__init__(platform, stop_file)
+        if job is None:
+            from ddpstudio.core.process.winjob import JobObject
 
-        self.job = JobObject()
+            job = JobObject()
+        self.job = job
 
     def _adopt(self, proc: subprocess.Popen) -> None:
         self.job.assign(proc._handle)  # type: ignore[attr-defined]
 
     def _signal(self, proc: subprocess.Popen, polite: bool) -> None:
-        if polite:
-            if proc.poll() is None:
-                try:
-                    # Reaches the rank only if it shares our console (the CLI case);
-                    # otherwise the deadline's TerminateJobObject does the work.
-                    os.kill(proc.pid, signal.CTRL_BREAK_EVENT)  # type: ignore[attr-defined]
-                except OSError:
-                    pass
-        else:
-            self.job.terminate()
+        pass  # politely = the stop file (``terminate``): no console event, no os.kill
+
+    def kill(self) -> None:
+        self.job.terminate()  # every process in the job at once, grandchildren included
 
     def close(self) -> None:
         self.job.close()
 
 
-def make_tree(platform: Platform) -> ProcessTree:
-    return WindowsTree(platform) if platform.is_windows else PosixTree(platform)
+def make_tree(platform: Platform, stop_file: str | os.PathLike | None = None) -> ProcessTree:
+    return WindowsTree(platform, stop_file) if platform.is_windows else PosixTree(platform, stop_file)
+
+
+def ask_ranks_to_stop(stop_file: str | os.PathLike) -> None:
+    """Create the stop file the ranks watch (idempotent; a folder that is gone means nobody to ask)."""
+    try:
+        with open(stop_file, "a", encoding="utf-8"):
+            pass
+    except OSError:
+        pass

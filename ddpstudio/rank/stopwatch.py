@@ -1,0 +1,63 @@
+"""Inside a rank: stop when the launcher creates the run's stop file.
+
+The launcher's polite stop on Windows (and the fallback everywhere): no
+console event is needed, so it works under pythonw and with ranks that each
+have a hidden console of their own (core/process/proctree.py). The watcher
+is a daemon thread that polls for the file and then raises KeyboardInterrupt
+in the main thread, exactly what Ctrl+C would do, so scripts that clean up
+on Ctrl+C clean up here too. Standard library only, light to import.
+"""
+
+from __future__ import annotations
+
+import _thread
+import os
+import threading
+
+from ddpstudio.core.protocol import STOP_FILE_ENV
+
+POLL_S = 0.2
+_started: threading.Thread | None = None
+
+
+def watch(path: str | None = None, poll_s: float = POLL_S) -> threading.Thread | None:
+    """Start watching (once per process); None when there is no stop file to watch."""
+    global _started
+    path = path or os.environ.get(STOP_FILE_ENV)
+    if not path or _started is not None:
+        return _started
+    if os.path.exists(path):  # a stop asked before we started: stop at once
+        _thread.interrupt_main()
+        return None
+    _started = threading.Thread(target=_poll, args=(path, poll_s), name="ddpstudio-stopwatch", daemon=True)
+    _started.start()
+    return _started
+
+
+def _poll(path: str, poll_s: float) -> None:
+    stop = threading.Event()
+    while not stop.wait(poll_s):
+        if os.path.exists(path):
+            _thread.interrupt_main()
+            return
+
+
+def exit_interrupted() -> None:
+    """End this rank as an uncaught Ctrl+C would, but now: no interpreter teardown.
+
+    After a peer has gone, torch's teardown of a broken Gloo group can outlast the launcher's
+    grace period (seen: a rank that had printed its KeyboardInterrupt was still tearing down when
+    the hard stop came). Output is flushed first; checkpoints are written atomically anyway.
+    """
+    import signal
+    import sys
+
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError, AttributeError):
+            pass
+    if hasattr(signal, "SIGKILL"):  # POSIX: die by SIGINT, as CPython does for an uncaught KeyboardInterrupt
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+    os._exit(0xC000013A & 0xFFFFFFFF)  # Windows: STATUS_CONTROL_C_EXIT, what Ctrl+C ends a process with

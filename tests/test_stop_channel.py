@@ -1,0 +1,129 @@
+"""The polite stop that needs no console (Windows, pythonw): a stop file every rank watches.
+
+Real child processes watch a real file; the Windows tree is selected through the platform seam with
+its Job Object replaced (the Job Object itself is tested in test_windows_seams.py for its layout).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from ddpstudio.core.launch.rundir import RunDir
+from ddpstudio.core.platform import WINDOWS
+from ddpstudio.core.process.proctree import STOP_CHANNEL_ENV, WindowsTree
+from ddpstudio.core.protocol import STOP_FILE_ENV
+from tests.studio import TINY, events, final, of_type
+
+# A stand-in rank: watches the stop file, then trains "forever"; says how it ended.
+RANK = """
+import sys, time
+from ddpstudio.rank import stopwatch
+stopwatch.watch(poll_s=0.05)
+print("ready", flush=True)
+try:
+    while True:
+        time.sleep(0.01)
+except KeyboardInterrupt:
+    print("interrupted", flush=True)
+    sys.exit(3)
+"""
+
+
+def start_rank(stop_file) -> subprocess.Popen:
+    env = {**os.environ, STOP_FILE_ENV: str(stop_file)}
+    proc = subprocess.Popen([sys.executable, "-c", RANK], env=env, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "ready"
+    return proc
+
+
+class Job:
+    """Stands in for the Win32 Job Object: records that the tree ended it, and ends the children."""
+
+    def __init__(self, procs) -> None:
+        self.procs, self.terminated = procs, 0
+
+    def terminate(self) -> None:
+        self.terminated += 1
+        for p in self.procs:
+            p.kill()
+
+
+def test_a_rank_stops_by_keyboard_interrupt_when_the_stop_file_appears(tmp_path):
+    stop = tmp_path / "stop-ranks"
+    rank = start_rank(stop)
+    t0 = time.monotonic()
+    stop.touch()
+    out, _ = rank.communicate(timeout=10)
+    assert (rank.returncode, out.strip()) == (3, "interrupted")
+    assert time.monotonic() - t0 < 2.0
+
+
+def test_a_stop_asked_before_the_rank_started_stops_it_at_once(tmp_path):
+    stop = tmp_path / "stop-ranks"
+    stop.touch()
+    env = {**os.environ, STOP_FILE_ENV: str(stop)}
+    res = subprocess.run([sys.executable, "-c", RANK], env=env, capture_output=True, text=True, timeout=20)
+    # KeyboardInterrupt from watch() itself, before the script trained a single step.
+    assert res.returncode == -signal.SIGINT and res.stdout == "" and "KeyboardInterrupt" in res.stderr
+
+
+def test_without_a_stop_file_nothing_is_watched(monkeypatch):
+    from ddpstudio.rank import stopwatch
+
+    monkeypatch.delenv(STOP_FILE_ENV, raising=False)
+    assert stopwatch.watch() is None
+
+
+def test_the_windows_tree_asks_through_the_file_and_never_through_os_kill(tmp_path, monkeypatch):
+    stop = tmp_path / "stop-ranks"
+    ranks = [start_rank(stop), start_rank(stop)]
+
+    def no_console(*_args):  # what CPython 3.11 can do under pythonw (cpython #112190)
+        raise SystemError("os.kill without a console")
+
+    monkeypatch.setattr(os, "kill", no_console)
+    job = Job(ranks)
+    tree = WindowsTree(WINDOWS, stop_file=stop, job=job)
+    tree.procs += ranks
+    tree.terminate()
+    outs = [r.communicate(timeout=10)[0].strip() for r in ranks]
+    assert outs == ["interrupted", "interrupted"] and [r.returncode for r in ranks] == [3, 3]
+    assert job.terminated == 0  # nobody needed the hard way
+    tree.kill()
+    assert job.terminated == 1
+
+
+@pytest.mark.slow
+def test_a_real_run_stops_through_the_file_channel(studio_home):
+    """The launcher and two real Gloo ranks, with the POSIX tree asking the Windows way."""
+    env = {**os.environ, STOP_CHANNEL_ENV: "file"}
+    cli = subprocess.Popen([sys.executable, "-m", "ddpstudio", "run", "--json", "--max-steps", "100000", *TINY],
+                           stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, env=env)
+    lines = []
+    try:
+        for line in cli.stdout:
+            lines.append(line)
+            if '"type":"global_step"' in line:
+                break
+        cli.send_signal(signal.SIGINT)
+        out, _ = cli.communicate(timeout=60)
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+    evs = events("".join(lines) + out)
+    done = final(evs)
+    assert done.get("state") == "stopped", done.data
+    run = RunDir.at(of_type(evs, "run_started")[0].get("run_dir"))
+    assert run.rank_stop_file.exists()
+    codes = {e.rank: e.get("exit_code") for e in of_type(evs, "rank_exited")}
+    interrupted = [r for r in (0, 1) if "KeyboardInterrupt" in run.stderr(r).read_text()]
+    # Each rank stops by the file (KeyboardInterrupt, exit by SIGINT) unless it is stuck in a native call past
+    # the 5 s grace, when the tree's hard stop ends it (seen once at a load average of 8 on 2 cores).
+    assert interrupted and all(codes[r] == -signal.SIGINT for r in interrupted), (codes, interrupted)
+    assert set(codes) == {0, 1} and all(codes[r] in (-signal.SIGINT, -signal.SIGKILL) for r in codes), codes
