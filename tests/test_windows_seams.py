@@ -121,3 +121,49 @@ def test_a_windows_plan_starts_ranks_with_the_base_interpreter_and_names_the_ven
     assert (plan.python, plan.env[VENV_LAUNCHER_ENV]) == (sys._base_executable, sys.executable)
     linux = build_plan(Request(recipe=RecipeSpec()), LINUX, detect_inventory())
     assert linux.python == sys.executable and VENV_LAUNCHER_ENV not in linux.env  # POSIX: no stub
+
+
+class Kernel32:
+    """Records the Win32 calls JobObject makes (the seam for the OS on Linux); every call succeeds."""
+
+    class Function:
+        def __init__(self, log, name):
+            self.log, self.name, self.argtypes, self.restype = log, name, None, None
+
+        def __call__(self, *args):
+            self.log.append((self.name, args))
+            return 0x1234 if self.name in ("CreateJobObjectW", "GetCurrentProcess") else 1
+
+    def __init__(self):
+        self.log = []
+
+    def __getattr__(self, name):
+        fn = self.Function(self.log, name)
+        setattr(self, name, fn)
+        return fn
+
+
+def test_every_win32_call_of_the_job_object_is_declared():
+    import re
+    from pathlib import Path
+
+    from ddpstudio.core.process import winjob
+
+    k32 = Kernel32()
+    winjob.declare(k32)
+    used = set(re.findall(r"_k32\.(\w+)", Path(winjob.__file__).read_text()))
+    undeclared = [name for name in used if getattr(k32, name).restype is None or getattr(k32, name).argtypes is None]
+    assert used and not undeclared, undeclared
+    assert k32.AssignProcessToJobObject.argtypes == [winjob.HANDLE, winjob.HANDLE]  # 64-bit handles, not int
+
+
+def test_the_launcher_joins_its_own_job_before_any_rank_exists():
+    from ddpstudio.core.process import winjob
+
+    k32 = Kernel32()
+    winjob.declare(k32)
+    job = winjob.JobObject(k32)
+    job.assign_current_process()
+    calls = [name for name, _ in k32.log]
+    assert calls == ["CreateJobObjectW", "SetInformationJobObject", "GetCurrentProcess", "AssignProcessToJobObject"]
+    assert k32.log[-1][1][1] == 0x1234  # the pseudo-handle of this process

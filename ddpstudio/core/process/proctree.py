@@ -90,11 +90,22 @@ class PosixTree(ProcessTree):
 
 
 class WindowsTree(ProcessTree):
+    lifeline_job = None  # kept open for the launcher's life; its handle dies with the launcher
+
     def __init__(self, platform: Platform, stop_file: str | os.PathLike | None = None, job=None) -> None:
         super().__init__(platform, stop_file)
         if job is None:
             from ddpstudio.core.process.winjob import JobObject
 
+            # The launcher itself goes into a job first, so every rank is born inside it: no moment
+            # between creating a rank and assigning it where a launcher crash would orphan it.
+            # Nested jobs (Windows 8+) let the ranks then join a second job of their own, which the
+            # hard stop ends without ending the launcher.
+            try:
+                self.lifeline_job = JobObject()
+                self.lifeline_job.assign_current_process()
+            except OSError:  # a parent job that forbids nesting: the ranks' own job still kills on close
+                self.lifeline_job = None
             job = JobObject()
         self.job = job
 

@@ -2,6 +2,8 @@
 
 When the last handle to the job closes (the launcher exits or is killed),
 Windows kills every process in it: no orphaned ranks keep a FileStore locked.
+Every Win32 function gets its argtypes and restype: without them ctypes passes
+a 64-bit handle as a 32-bit int and returns BOOL/HANDLE as int.
 """
 
 from __future__ import annotations
@@ -48,10 +50,36 @@ class _ExtendedLimits(ctypes.Structure):
     ]
 
 
+BOOL = ctypes.c_int
+
+
+def kernel32():
+    """kernel32 with every function this module calls declared."""
+    k32 = ctypes.WinDLL("kernel32", use_last_error=True)  # type: ignore[attr-defined]
+    declare(k32)
+    return k32
+
+
+def declare(k32) -> None:
+    k32.CreateJobObjectW.argtypes = [ctypes.c_void_p, ctypes.c_wchar_p]
+    k32.CreateJobObjectW.restype = HANDLE
+    k32.SetInformationJobObject.argtypes = [HANDLE, ctypes.c_int, ctypes.c_void_p, DWORD]
+    k32.SetInformationJobObject.restype = BOOL
+    k32.AssignProcessToJobObject.argtypes = [HANDLE, HANDLE]
+    k32.AssignProcessToJobObject.restype = BOOL
+    k32.TerminateJobObject.argtypes = [HANDLE, ctypes.c_uint]
+    k32.TerminateJobObject.restype = BOOL
+    k32.CloseHandle.argtypes = [HANDLE]
+    k32.CloseHandle.restype = BOOL
+    k32.GetCurrentProcess.argtypes = []
+    k32.GetCurrentProcess.restype = HANDLE
+
+
 class JobObject:
-    def __init__(self) -> None:
-        self._k32 = ctypes.WinDLL("kernel32", use_last_error=True)  # type: ignore[attr-defined]
-        self._k32.CreateJobObjectW.restype = HANDLE
+    """One job; ``kernel32`` is the seam for tests (default: the real one, declared)."""
+
+    def __init__(self, k32=None) -> None:
+        self._k32 = k32 if k32 is not None else kernel32()
         self.handle = self._k32.CreateJobObjectW(None, None)
         if not self.handle:
             raise ctypes.WinError(ctypes.get_last_error())  # type: ignore[attr-defined]
@@ -63,6 +91,11 @@ class JobObject:
 
     def assign(self, process_handle: int) -> None:
         if not self._k32.AssignProcessToJobObject(self.handle, HANDLE(int(process_handle))):
+            raise ctypes.WinError(ctypes.get_last_error())  # type: ignore[attr-defined]
+
+    def assign_current_process(self) -> None:
+        """Put this process in the job: everything it starts from now on is born inside it."""
+        if not self._k32.AssignProcessToJobObject(self.handle, self._k32.GetCurrentProcess()):
             raise ctypes.WinError(ctypes.get_last_error())  # type: ignore[attr-defined]
 
     def terminate(self, exit_code: int = 1) -> None:
