@@ -3,6 +3,7 @@ and the pytorch #186535 note for a native crash in a Gloo run on CUDA."""
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
@@ -118,3 +119,19 @@ def test_a_rank_that_segfaults_is_reported_as_killed_by_sigsegv(studio_home):
     assert cause["exit"] == "killed by SIGSEGV"
     assert done.get("summary").startswith("rank 1 failed first (killed by SIGSEGV)")
     assert "exit code -11" not in res.stdout
+
+
+@pytest.mark.slow
+def test_a_native_crash_in_a_gloo_run_on_cuda_names_the_issue_and_drops_the_cached_probe(tmp_path, monkeypatch):
+    gpus = tmp_path / "gpus.json"
+    gpus.write_text(json.dumps({"gpus": [{"name": "NVIDIA RTX A4000", "total_memory_mb": 16376}] * 2}))
+    monkeypatch.setenv("DDPSTUDIO_FAKE_GPUS", str(gpus))  # the plan says cuda; the script never touches a GPU
+    cache_a_native_answer()  # what let the native exchange be chosen
+    res = ddpstudio("run", "--json", "--rendezvous-timeout", "30", "--backend", "gloo",
+                    "--script", str(SCRIPTS / "segfault_rank.py"), "--script-style", "env")
+    assert res.returncode == 1, res.stderr[-2000:]
+    done = final(events(res.stdout))
+    assert done.get("summary").startswith("rank 1 failed first (killed by SIGSEGV): the rank crashed inside PyTorch")
+    assert "pytorch #186535" in done.get("summary") and "--grad-exchange staged" in done.get("summary")
+    assert [h.key for h in hints_for(done.get("summary"))] == ["gloo_cuda_crash"]
+    assert probe.cached_outcome() is None
