@@ -30,12 +30,13 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ddpstudio.core import atomic, paths
+from ddpstudio.core.exchange.probe_child import MARKER
 from ddpstudio.core.exchange.probekey import ProbeKey, current_key
 from ddpstudio.core.platform import Platform, current
 from ddpstudio.core.process.exitcodes import describe_exit
 from ddpstudio.core.process.proctree import popen_options
 
-MARKER = "DDPSTUDIO-PROBE "  # the child's lines; the same prefix marks the CLI's JSON line
+# MARKER prefixes the child's lines; the same prefix marks the command line's JSON result.
 CHILD_ENV = "DDPSTUDIO_PROBE_CHILD"  # tests only: a JSON list, the child command to run instead
 CACHE_NAME = "gloo_cuda_all_reduce.json"
 # First CUDA use on Windows can take tens of seconds (driver JIT, antivirus scanning DLLs).
