@@ -453,4 +453,6 @@ def test_pyside_calls_do_not_wear_out_none_and_true():
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, f"PySide6 wears out None/True (pin PySide6-Essentials 6.11.3): {res.stderr[-500:]}"
     none_delta, true_delta = map(int, res.stdout.split())
-    assert none_delta >= 0 and true_delta >= 0
+    # A regression loses one reference per call (about -200,000 here). A drift of one or two comes from
+    # unrelated objects freed meanwhile (seen once as -1 in a full run on a loaded machine): not a leak.
+    assert none_delta > -100 and true_delta > -100, (none_delta, true_delta)

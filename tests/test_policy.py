@@ -5,6 +5,7 @@ import pytest
 from ddpstudio.core.gpu import FakeGpuSource, detect_inventory
 from ddpstudio.core.plan import RecipeSpec, ScriptSpec
 from ddpstudio.core.platform import LINUX, WINDOWS
+from ddpstudio.core.rendezvous import asciipath
 from ddpstudio.core.policy import (PolicyError, Request, build_plan, choose_backend, choose_store,
                                    choose_world_size, effective_batch, loopback_interface)
 
@@ -67,12 +68,17 @@ def test_store_choices():
         choose_store(LINUX, "file", "env")
 
 
-def test_windows_plan_uses_gloo_a_fresh_filestore_and_the_loopback_adapter(two_gpus, monkeypatch):
+def test_windows_plan_uses_gloo_a_fresh_filestore_and_the_loopback_adapter(two_gpus, monkeypatch, tmp_path):
+    # torch's FileStore cannot open a non-ASCII path on Windows: the store goes to the folder's short name.
+    monkeypatch.chdir(tmp_path)  # on Linux the Windows-style home below is a relative folder name
     monkeypatch.setenv("DDPSTUDIO_HOME", r"C:\Users\Jürgen\AppData\Local\DDPStudio")
+    monkeypatch.setattr(asciipath, "short_path_name", lambda p: p.replace("Jürgen", "JRGEN~1"))
     plan = build_plan(Request(recipe=RecipeSpec()), WINDOWS, two_gpus, interfaces=WINDOWS_IFACES)
     assert (plan.backend, plan.device, plan.store, plan.world_size) == ("gloo", "cuda", "file", 2)
-    assert plan.store_path.startswith(r"C:\Users\Jürgen\AppData\Local\DDPStudio")
-    assert plan.init_method.startswith("file:///C:/Users/Jürgen/AppData/Local/DDPStudio/stores/")
+    assert plan.store_path.startswith("C:\\Users\\JRGEN~1\\AppData\\Local\\DDPStudio")
+    assert plan.store_path.isascii() and plan.init_method.isascii()
+    assert plan.init_method.startswith("file:///C:/Users/JRGEN~1/AppData/Local/DDPStudio/stores/")
+    assert any("short name" in r for r in plan.reasons)
     assert plan.env["GLOO_SOCKET_IFNAME"] == "Loopback Pseudo-Interface 1"
     other = build_plan(Request(recipe=RecipeSpec()), WINDOWS, two_gpus, interfaces=WINDOWS_IFACES)
     assert other.store_path != plan.store_path  # a fresh file for every run

@@ -48,3 +48,76 @@ def test_a_broken_argument_template_is_refused_before_launch(tmp_path):
     [problem] = check_script(ScriptSpec(path=str(script), dist_args="--dist-url {adress} --rank {rank}"))
     assert problem.field == "dist_args" and "{url}" in problem.message
     assert check_script(ScriptSpec(path=str(script))) == []
+
+
+def test_restart_manager_structures_match_restartmanager_h():
+    from ddpstudio.core.process.restartmgr import FILETIME, RM_PROCESS_INFO, RM_UNIQUE_PROCESS
+
+    # RM_UNIQUE_PROCESS: DWORD + FILETIME = 12 bytes; RM_PROCESS_INFO: 12 + 256 and 64 WCHARs + 4 DWORD-sized = 668.
+    assert ctypes.sizeof(FILETIME) == 8 and ctypes.sizeof(RM_UNIQUE_PROCESS) == 12
+    assert ctypes.sizeof(RM_PROCESS_INFO) == 668
+    assert RM_PROCESS_INFO.strAppName.offset == 12 and RM_PROCESS_INFO.strServiceShortName.offset == 524
+    assert RM_PROCESS_INFO.bRestartable.offset == 664
+
+
+def test_filetime_becomes_the_epoch_seconds_psutil_reports():
+    from ddpstudio.core.process.restartmgr import FILETIME, filetime_to_epoch
+
+    ticks = 116444736000000000 + 17_000_000_000 * 10_000_000 + 5_000_000  # 1970 + 17e9 s + 0.5 s
+    assert filetime_to_epoch(FILETIME(ticks & 0xFFFFFFFF, ticks >> 32)) == 17_000_000_000.5
+
+
+def test_lock_holders_ask_the_restart_manager_on_windows(monkeypatch, tmp_path):
+    import os
+
+    from ddpstudio.core.process import lockholders, restartmgr
+
+    store = str(tmp_path / "pg")
+    asked = []
+    monkeypatch.setattr(restartmgr, "holders", lambda paths: asked.append(paths) or [(4242, store), (os.getpid(), store)])
+    assert lockholders.holders([store], WINDOWS) == [(4242, store)]  # never ourselves
+    assert asked == [[store]]
+    monkeypatch.undo()
+    assert restartmgr.holders_of(store) == []  # no rstrtmgr.dll here: "nobody known", never a crash
+    # Elsewhere psutil looks: a real open handle in a child process is found.
+    import subprocess
+    import sys
+
+    child = subprocess.Popen([sys.executable, "-c", f"f = open({store!r}, 'w'); print('open', flush=True); input()"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "open"
+        assert (child.pid, store) in lockholders.holders([store], LINUX)
+    finally:
+        child.communicate("\n", timeout=10)
+
+
+def test_ranks_start_the_real_interpreter_not_the_venv_stub_on_windows():
+    from ddpstudio.core.launch.interpreter import VENV_LAUNCHER_ENV, rank_interpreter
+
+    stub = r"C:\Users\me\AppData\Local\Programs\DDPStudio\env\Scripts\python.exe"
+    base = r"C:\Users\me\AppData\Roaming\uv\python\cpython-3.11.14-windows-x86_64-none\python.exe"
+    got = rank_interpreter(stub, WINDOWS, base_executable=base, in_venv=True, exists=lambda p: p == base)
+    assert (got.executable, got.env) == (base, {VENV_LAUNCHER_ENV: stub})
+    # The window's pythonw base becomes python.exe; outside a venv, or without the base, nothing changes.
+    basew = base.replace("python.exe", "pythonw.exe")
+    assert rank_interpreter(stub, WINDOWS, base_executable=basew, in_venv=True, exists=lambda p: p == base).executable == base
+    assert rank_interpreter(stub, WINDOWS, base_executable=base, in_venv=False).executable == stub
+    assert rank_interpreter(stub, WINDOWS, base_executable=base, in_venv=True, exists=lambda p: False).executable == stub
+    assert rank_interpreter("/work/.venv/bin/python", LINUX, base_executable="/usr/bin/python3", in_venv=True).env == {}
+
+
+def test_a_windows_plan_starts_ranks_with_the_base_interpreter_and_names_the_venv():
+    """The variable's meaning is CPython's (getpath, test_getpath.test_venv_win32); the plan must carry it."""
+    import sys
+
+    from ddpstudio.core.gpu import detect_inventory
+    from ddpstudio.core.launch.interpreter import VENV_LAUNCHER_ENV
+    from ddpstudio.core.plan import RecipeSpec
+    from ddpstudio.core.policy import Request, build_plan
+
+    assert sys.prefix != sys.base_prefix, "the tests run in the project's venv"
+    plan = build_plan(Request(store_path="D:\\pg", recipe=RecipeSpec()), WINDOWS, detect_inventory())
+    assert (plan.python, plan.env[VENV_LAUNCHER_ENV]) == (sys._base_executable, sys.executable)
+    linux = build_plan(Request(recipe=RecipeSpec()), LINUX, detect_inventory())
+    assert linux.python == sys.executable and VENV_LAUNCHER_ENV not in linux.env  # POSIX: no stub

@@ -21,7 +21,7 @@ MARKER = "DDPSTUDIO-VERIFY "
 TIMEOUT_S = 600.0
 
 CHECK_SCRIPT = r"""
-import datetime, json, os, shutil, sys, tempfile
+import datetime, json, os, shutil, sys
 result = {"python": sys.version.split()[0]}
 import torch
 import torch.distributed as dist
@@ -41,7 +41,10 @@ for i in range(result["gpu_count"]):
 result["gloo_available"] = bool(dist.is_available() and dist.is_gloo_available())
 result["gloo_all_reduce"] = False
 if result["gloo_available"]:
-    folder = tempfile.mkdtemp(prefix="ddpstudio-verify-")
+    # torch's FileStore cannot open a non-ASCII path on Windows (a %TEMP% under C:\Users\Jürgen).
+    from ddpstudio.core.platform import current
+    from ddpstudio.core.rendezvous.asciipath import safe_temp_folder
+    folder = safe_temp_folder("ddpstudio-verify-", current())
     try:
         store = dist.FileStore(os.path.join(folder, "store"), 1)
         options = dist.ProcessGroupGloo._Options()

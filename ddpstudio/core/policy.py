@@ -6,7 +6,9 @@ seams), so the Windows, Linux+CUDA and CPU tables are all tested on Linux.
 
 from __future__ import annotations
 
+import ntpath
 import os
+import posixpath
 import sys
 import time
 import uuid
@@ -150,7 +152,9 @@ def build_plan(request: Request, platform: Platform, machine: Machine,
                interfaces: dict[str, list[str]] | None = None) -> Plan:
     """Decide everything; raises :class:`PolicyError` for choices that cannot work."""
     from ddpstudio.core.launch.commands import console_python
+    from ddpstudio.core.launch.interpreter import rank_interpreter
     from ddpstudio.core.rendezvous.ports import find_free_port, libuv_env, tcp_init_url
+    from ddpstudio.core.rendezvous.asciipath import safe_store_folder, safe_store_path
     from ddpstudio.core.rendezvous.storeurl import file_store_url, store_path_from_url
 
     if (request.recipe is None) == (request.script is None):
@@ -170,10 +174,17 @@ def build_plan(request: Request, platform: Platform, machine: Machine,
         if request.store_path:
             raw = request.store_path
             store_path = store_path_from_url(raw, platform) if raw.startswith("file:") else raw
-            fixed = True
+            try:
+                safe = safe_store_path(store_path, platform)
+            except ValueError as exc:
+                raise PolicyError(str(exc), "store_path") from None
+            store_path, fixed = safe.path, True
             reasons.append(f"FileStore at your fixed path {store_path}")
         else:
-            store_path = str(paths.store_dir() / f"{run_id}.store")
+            safe = safe_store_folder(paths.store_dir(), platform)
+            store_path = (ntpath if platform.is_windows else posixpath).join(safe.path, f"{run_id}.store")
+        if safe.note:
+            reasons.append(safe.note)
         init_method = file_store_url(store_path, platform)
     else:
         port = port or find_free_port()
@@ -185,6 +196,8 @@ def build_plan(request: Request, platform: Platform, machine: Machine,
             env["GLOO_SOCKET_IFNAME"] = iface
             reasons.append(f"Gloo pinned to the loopback interface ({iface}) so VPN or virtual "
                            "adapters cannot break a single-machine run")
+    interpreter = rank_interpreter(console_python(sys.executable, platform), platform)
+    env.update(interpreter.env)
     env.update(request.extra_env)
 
     recipe, eff, lr = request.recipe, None, None
@@ -198,7 +211,7 @@ def build_plan(request: Request, platform: Platform, machine: Machine,
         run_id=run_id, run_dir=str(run_dir), world_size=int(world.value), backend=str(backend.value),
         device=device, store=str(store.value), init_method=init_method, store_path=store_path,
         store_is_fixed=fixed, master_addr="127.0.0.1", master_port=port, env=env, reasons=reasons,
-        rendezvous_timeout=request.rendezvous_timeout, python=console_python(sys.executable, platform),
+        rendezvous_timeout=request.rendezvous_timeout, python=interpreter.executable,
         recipe=recipe, script=request.script, effective_batch=eff, lr=lr,
     )
 

@@ -7,40 +7,37 @@ past runs and the scaling benchmark. One render timer pulls from the buffers and
 
 from __future__ import annotations
 
-import time
-
 from PySide6.QtCore import Qt, QTimer, QUrl, Signal, Slot
 from PySide6.QtGui import QCloseEvent, QDesktopServices
 from PySide6.QtWidgets import QMainWindow, QSplitter
 
-from ddpstudio import __version__
-from ddpstudio.cli.progress import format_eta
 from ddpstudio.core import paths
 from ddpstudio.core.gpu import GpuSource, Inventory, Snapshot
 from ddpstudio.core.platform import Platform, current
 from ddpstudio.gui.bench_controller import BenchController
+from ddpstudio.gui.advisor import LoadAdvisor
 from ddpstudio.gui.bench_view import BenchView
 from ddpstudio.gui.dialogs import Dialogs
-from ddpstudio.gui.hints import hints_for, low_load_hint
+from ddpstudio.gui.launch_flow import LaunchFlow
 from ddpstudio.gui.icon import app_icon
-from ddpstudio.gui.load_history import LOW_LOAD_WINDOW_S, LoadHistory
+from ddpstudio.gui.load_history import LoadHistory
 from ddpstudio.gui.machine_panel import MachinePanel
 from ddpstudio.gui.monitor import MachineMonitor
-from ddpstudio.gui.preflight import LaunchReady, Preflight, prepare_launch
+from ddpstudio.gui.preflight import Preflight
 from ddpstudio.gui.run_controller import RunController
-from ddpstudio.gui.run_history import LoadedRun, load_run
+from ddpstudio.gui.past_runs import PastRuns
+from ddpstudio.gui.progress_view import finished_text
 from ddpstudio.gui.run_metrics import RunMetrics
 from ddpstudio.gui.run_view import TABS, RunView
 from ddpstudio.gui.settings import Settings
 from ddpstudio.gui.setup_check import SetupCheck
 from ddpstudio.gui.setup_column import SetupColumn
 from ddpstudio.gui.setup_form import SetupForm
-from ddpstudio.gui.window_actions import WindowActions
+from ddpstudio.gui.window_actions import WindowActions, about
 from ddpstudio.gui.window_settings import restore_window, save_window
 from ddpstudio.gui.workers import Workers
 
 RENDER_MS = 50  # 20 ticks a second while something changes (one plot redrawn per tick); stops when idle
-ADVICE_EVERY_S = 5.0
 
 
 class MainWindow(QMainWindow):
@@ -61,16 +58,16 @@ class MainWindow(QMainWindow):
         self.bench = BenchController(self.platform, self)
         self.check = SetupCheck(self.workers, self.platform, self)
         self.history = LoadHistory()
+        self.advisor = LoadAdvisor(self.history)
+        self.past_runs = PastRuns(self)
+        self.launch_flow = LaunchFlow(self)
         self.metrics: RunMetrics | None = None  # the live (or last) run's
         self.cleanup_dialog = None
-        self.preparing = False
         self._close_when_idle = False
-        self._run_began = 0.0
-        self._last_advice = 0.0
 
         self._build()
         self._connect()
-        self._restore()
+        restore_window(self)
         self.render_timer = QTimer(self)
         self.render_timer.setInterval(RENDER_MS)
         self.render_timer.timeout.connect(self._render)
@@ -84,7 +81,7 @@ class MainWindow(QMainWindow):
     def _build(self) -> None:
         self.actions = WindowActions(self, launch=self.launch, stop=self.stop, cleanup=self.open_cleanup,
                                      open_log_folder=lambda: self._open_folder(str(paths.log_dir())),
-                                     about=self._about)
+                                     about=lambda: about(self.dialogs))
         self.launch_action, self.stop_action = self.actions.launch, self.actions.stop
         self.cleanup_action = self.actions.cleanup
         self.machine_panel = MachinePanel()
@@ -129,17 +126,16 @@ class MainWindow(QMainWindow):
         c.run_finished.connect(self._on_run_finished)
         self.error_panel.cleanup_requested.connect(self.open_cleanup)
         self.error_panel.open_folder_requested.connect(self._open_folder)
-        self.runs_panel.run_selected.connect(self._show_past_run)
-        self.runs_panel.run_again_requested.connect(self._run_again)
+        self.runs_panel.run_selected.connect(self.past_runs.show)
+        self.runs_panel.run_again_requested.connect(self.past_runs.run_again)
+        self.past_runs.shown.connect(self.past_run_shown)
+        self.launch_flow.blocked.connect(self.launch_blocked)
         self.runs_panel.open_folder_requested.connect(self._open_folder)
         self.form.changed.connect(lambda: self.bench_view.set_workload(self.form.state().workload))
         self.bench.active_changed.connect(self._update_actions)
         self.bench.bench_finished.connect(self._on_bench_finished)
 
     # -- settings ----------------------------------------------------------------
-    def _restore(self) -> None:
-        restore_window(self)
-
     def save_settings(self) -> None:
         save_window(self)
 
@@ -184,51 +180,12 @@ class MainWindow(QMainWindow):
 
     # -- launch / stop -------------------------------------------------------------
     def launch(self) -> None:
-        if not self.launch_action.isEnabled():
-            return
-        state = self.form.state()
-        self.settings.set("setup", state.to_dict())
-        self.settings.save()
-        self.preparing = True
-        self.error_panel.clear()
-        self.progress.set_state("preparing")
-        self._update_actions()
-        machine, platform = self.check.machine, self.platform
-        self.workers.submit(lambda: prepare_launch(state, machine, platform), self._on_prepared,
-                            self._on_prepare_failed)
+        if self.launch_action.isEnabled():
+            self.launch_flow.launch()
 
-    @Slot(object)
-    def _on_prepared(self, ready: LaunchReady) -> None:
-        self.preparing = False
-        for note in ready.store_notes:
-            self.log_view.append(None, "studio", note)
-            self.statusBar().showMessage(note, 15000)
-        if self._close_when_idle:
-            self._update_actions()
-            QTimer.singleShot(0, self.close)
-            return
-        if not ready.preflight.ok:
-            problems = ready.preflight.problems
-            self.form.show_problems(problems)
-            text = "\n".join(p.message for p in problems)
-            self.error_panel.show_failure("Launch blocked", text, hints=hints_for(text))
-            self.progress.set_state("idle")
-            self._update_actions()
-            self.launch_blocked.emit(ready.preflight)
-            return
-        plan = ready.preflight.plan
-        self.metrics = RunMetrics()
-        self.run_view.begin_run(self.metrics, ready.store_notes)
-        self._run_began = self._last_advice = time.monotonic()
-        self.controller.start(plan)
-        self._update_actions()
-
-    @Slot(str)
-    def _on_prepare_failed(self, text: str) -> None:
-        self.preparing = False
-        self.progress.set_state("idle")
-        self.error_panel.show_failure("Could not launch", text.strip().splitlines()[-1], text.splitlines()[-15:])
-        self._update_actions()
+    @property
+    def preparing(self) -> bool:
+        return self.launch_flow.preparing
 
     def stop(self) -> None:
         self.controller.stop()
@@ -265,11 +222,7 @@ class MainWindow(QMainWindow):
         state = event.get("state")
         if state == "failed":
             self.run_view.show_failure("The run failed", dict(event.data), self.metrics)
-        duration = event.get("duration_s")
-        took = ""
-        if isinstance(duration, (int, float)):
-            took = f" after {duration:.1f} s" if duration < 60 else f" after {format_eta(duration)}"
-        self.statusBar().showMessage(f"Run {state}{took}", 15000)
+        self.statusBar().showMessage(finished_text(state, event.get("duration_s")), 15000)
         self.runs_panel.refresh()
         if self._close_when_idle:
             QTimer.singleShot(0, self.close)
@@ -289,13 +242,7 @@ class MainWindow(QMainWindow):
             self.render_timer.stop()
 
     def _advise(self) -> None:
-        now = time.monotonic()
-        if self.metrics is None or now - self._last_advice < ADVICE_EVERY_S or not self.metrics.step:
-            return
-        self._last_advice = now
-        gpu_mode = self.machine_panel.cpu_mode is False
-        util = self.history.mean_gpu_util() if gpu_mode and now - self._run_began > LOW_LOAD_WINDOW_S else None
-        hint = low_load_hint(util, self.metrics.data_wait_fraction)
+        hint = self.advisor.advice(self.metrics, gpu_mode=self.machine_panel.cpu_mode is False)
         if hint is not None:
             self.error_panel.show_advice(hint)
 
@@ -307,35 +254,6 @@ class MainWindow(QMainWindow):
             self.runs_panel.refresh()
         if self._close_when_idle:
             QTimer.singleShot(0, self.close)
-
-    # -- past runs -------------------------------------------------------------------------
-    @Slot(str)
-    def _show_past_run(self, run_dir: str) -> None:
-        self.workers.submit(lambda: load_run(run_dir), self._on_past_run_loaded)
-
-    @Slot(object)
-    def _on_past_run_loaded(self, run: LoadedRun) -> None:
-        self.runs_panel.show_details(run)
-        if self.controller.active or self.preparing:
-            self.statusBar().showMessage("The live run keeps the plots while it runs", 8000)
-            return
-        self.metrics = run.metrics
-        self.run_view.show_past(run)
-        self._kick_render()
-        self.past_run_shown.emit(run)
-
-    @Slot(str)
-    def _run_again(self, run_dir: str) -> None:
-        self.workers.submit(lambda: load_run(run_dir), self._on_run_again_loaded)
-
-    @Slot(object)
-    def _on_run_again_loaded(self, run: LoadedRun) -> None:
-        if self.controller.active or self.preparing:
-            return
-        self.form.set_state(run.setup)
-        self.form.setFocus()
-        self.statusBar().showMessage(f"The form holds the setup of run {run.summary.run_id}: check it and launch",
-                                     10000)
 
     # -- clean up ---------------------------------------------------------------------------
     def open_cleanup(self) -> None:
@@ -358,10 +276,6 @@ class MainWindow(QMainWindow):
     def _open_folder(self, path: str) -> None:
         if path:
             QDesktopServices.openUrl(QUrl.fromLocalFile(path))
-
-    def _about(self) -> None:
-        self.dialogs.info("About DDP Studio", f"DDP Studio {__version__}\nPoint-and-click PyTorch DDP training.\n"
-                                              f"Runs are kept in {paths.runs_dir()}")
 
     def closeEvent(self, event: QCloseEvent) -> None:
         if self.controller.active or self.preparing or self.bench.active:

@@ -13,6 +13,13 @@ STATE_TEXT = {"idle": "Ready", "preparing": "Preparing…", "starting": "Startin
               "stopped": "Stopped"}
 
 
+def finished_text(state: str, duration) -> str:
+    """The status line for a finished run: "Run finished after 15.2 s" (or "after 1:02:03")."""
+    if not isinstance(duration, (int, float)):
+        return f"Run {state}"
+    return f"Run {state} after {duration:.1f} s" if duration < 60 else f"Run {state} after {format_eta(duration)}"
+
+
 class ProgressView(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)

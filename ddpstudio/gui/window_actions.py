@@ -7,6 +7,9 @@ from typing import Callable
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QMainWindow, QPushButton, QStyle
 
+from ddpstudio import __version__
+from ddpstudio.core import paths
+
 
 class WindowActions:
     """Builds the actions and menus once; the window connects them and enables them."""
@@ -49,3 +52,8 @@ class WindowActions:
         button.clicked.connect(action.trigger)
         action.changed.connect(lambda: button.setEnabled(action.isEnabled()))
         return button
+
+
+def about(dialogs) -> None:
+    dialogs.info("About DDP Studio", f"DDP Studio {__version__}\nPoint-and-click PyTorch DDP training.\n"
+                                     f"Runs are kept in {paths.runs_dir()}")

@@ -26,6 +26,7 @@ from ddpstudio.core.cleanup.findings import CleanReport, Findings, PrelaunchResu
 from ddpstudio.core.process.lockholders import norm
 from ddpstudio.core.platform import Platform, current
 from ddpstudio.core.process.proctable import Proc, ProcTable, same_time
+from ddpstudio.core.rendezvous.asciipath import store_folders
 from ddpstudio.core.cleanup.registry import CorruptRecord, RunRecord
 
 __all__ = ["CleanReport", "CorruptRecord", "Findings", "PrelaunchResult", "ProcessInfo", "StaleStore",
@@ -39,7 +40,8 @@ KILLED_NOTE = "the launcher was killed before it could record the end; marked by
 # -- scan --------------------------------------------------------------------
 def scan(platform: Platform | None = None) -> Findings:
     """Look, touch nothing: stale store files, orphaned ranks, who holds the stale files, bad records."""
-    posix = not (platform or current()).is_windows
+    platform = platform or current()
+    posix = not platform.is_windows
     records, corrupt = registry.load_records()
     table = ProcTable.take()
     live = [r for r in records if _is_live(r, table)]
@@ -55,8 +57,8 @@ def scan(platform: Platform | None = None) -> Findings:
             for proc in _tree(table, rank.pid, rank.create_time, posix):
                 live_pids[proc.pid] = r.run_id
     found.orphans = _orphans(over, table, posix, live_pids)
-    found.stale_stores = _stale_stores(over, {norm(p) for p in found.live_stores}, corrupt, table)
-    found.lock_holders = _lock_holders(found, over, table, live_pids)
+    found.stale_stores = _stale_stores(over, {norm(p) for p in found.live_stores}, corrupt, table, platform)
+    found.lock_holders = _lock_holders(found, over, table, live_pids, platform)
     return found
 
 
@@ -93,24 +95,27 @@ def _reason(record: RunRecord) -> str:
 
 
 def _stale_stores(over: list[RunRecord], live: set[str], corrupt: list[CorruptRecord],
-                  table: ProcTable) -> list[StaleStore]:
+                  table: ProcTable, platform: Platform) -> list[StaleStore]:
     stale: dict[str, StaleStore] = {}
-    ours = norm(str(paths.store_dir()))
+    folders = store_folders(str(paths.store_dir()), platform)
+    ours = {norm(f) for f in folders}
     rewritten: set[str] = set()
     for r in reversed(over):  # newest first: the reason names the last run that used the file
         if r.store_path and os.path.isfile(r.store_path):
             key = norm(r.store_path)
             if key in live or key in stale or key in rewritten:
                 continue
-            if os.path.dirname(key) != ours and _written_since(r.store_path, r):
+            if os.path.dirname(key) not in ours and _written_since(r.store_path, r):
                 rewritten.add(key)  # another program uses that path now: not our leftover any more
                 continue
             stale[key] = StaleStore(r.store_path, _reason(r), r.run_id)
     unreadable = {c.run_id for c in corrupt}
-    try:
-        files = sorted(p for p in paths.store_dir().iterdir() if p.is_file())
-    except FileNotFoundError:
-        files = []
+    files = []
+    for folder in folders:
+        try:
+            files += sorted(p for p in Path(folder).iterdir() if p.is_file())
+        except FileNotFoundError:
+            pass
     for f in files:
         key = norm(str(f))
         run_id = f.name.removesuffix(".store")
@@ -155,11 +160,11 @@ def _unrecorded_live(run_id: str, table: ProcTable) -> bool:
 
 
 def _lock_holders(found: Findings, over: list[RunRecord], table: ProcTable,
-                  live_pids: dict[int, str]) -> list[ProcessInfo]:
+                  live_pids: dict[int, str], platform: Platform) -> list[ProcessInfo]:
     orphans = {o.pid: o for o in found.orphans}
     launchers = {r.launcher_pid: r for r in over}
     holders = []
-    for pid, path in lockholders.holders(s.path for s in found.stale_stores):
+    for pid, path in lockholders.holders([s.path for s in found.stale_stores], platform):
         proc = table.get(pid) or Proc(pid, None, None, "?", "", False)
         if pid in orphans:
             o = orphans[pid]
@@ -209,7 +214,7 @@ def clean(findings: Findings | None = None, include_foreign: bool = False, dry_r
                                 else "no longer a leftover of ours: another program has written it since"))
     for s in now.stale_stores:
         if norm(s.path) in shown_stale:
-            _delete(report, s, now, stopped, dry_run)
+            _delete(report, s, now, stopped, dry_run, platform)
     shown_dead = set(shown.dead_runs)
     for run_id in now.dead_runs:
         if run_id in shown_dead and not any(p.run_id == run_id and p.pid not in stopped for p in now.orphans):
@@ -239,7 +244,8 @@ def _stop(report: CleanReport, procs: list[ProcessInfo], platform: Platform, gra
     return set(result.stopped)
 
 
-def _delete(report: CleanReport, store: StaleStore, now: Findings, stopped: set[int], dry_run: bool) -> None:
+def _delete(report: CleanReport, store: StaleStore, now: Findings, stopped: set[int], dry_run: bool,
+            platform: Platform) -> None:
     key = norm(store.path)
     blockers = [h for h in now.lock_holders if norm(h.path or "") == key and h.pid not in stopped]
     if blockers:
@@ -254,8 +260,10 @@ def _delete(report: CleanReport, store: StaleStore, now: Findings, stopped: set[
     except FileNotFoundError:
         return
     except OSError as exc:
-        # Windows: still locked by a process we could not see (another user's).
-        report.left.append((store.path, f"could not delete it: {exc.strerror or exc}"))
+        # Windows: still open in a process the scan did not see (it opened the file after the scan).
+        who = [pid for pid, _ in lockholders.holders([store.path], platform)]
+        held = f"; it is open in pid {', '.join(map(str, who))}" if who else ""
+        report.left.append((store.path, f"could not delete it: {exc.strerror or exc}{held}"))
         return
     report.deleted.append(store.path)
 
@@ -316,7 +324,7 @@ def prelaunch_check(store_path: str, platform: Platform | None = None) -> Prelau
 
 
 def _not_ours_message(store_path: str, platform: Platform) -> str:
-    holders = [pid for pid, _ in lockholders.holders([store_path])]
+    holders = [pid for pid, _ in lockholders.holders([store_path], platform)]
     delete = f'del "{store_path}"' if platform.is_windows else f"rm {shlex.quote(store_path)}"
     text = (f"the store file {store_path} already exists, and no DDP Studio run left it there. A FileStore needs a "
             "new, empty file; an old one makes the ranks hang or fail (pytorch #55967).")

@@ -1,9 +1,12 @@
 """Which processes have a given file open.
 
 On Windows an open FileStore file cannot be deleted, and a surviving rank
-keeps it open: that is the "lock". psutil's ``open_files`` reads it on every
-platform; processes we may not inspect (other users, protected ones) are
-skipped, so a holder running as another user can go unseen.
+keeps it open: that is the "lock". On Windows we ask the Restart Manager
+(:mod:`restartmgr`), which names holders of other users too; elsewhere
+psutil's ``open_files``, which skips processes we may not inspect. Either
+sees only handles open at that instant (torch opens the store per
+operation), so cleanup decides "ours" from the registry and live pids, and
+this names who blocks a delete.
 """
 
 from __future__ import annotations
@@ -13,14 +16,21 @@ from typing import Iterable
 
 import psutil
 
+from ddpstudio.core.platform import Platform, current
+
 
 def norm(path: str) -> str:
     """One spelling per file: absolute, symlinks resolved, case folded where the OS folds it."""
     return os.path.normcase(os.path.realpath(path))
 
 
-def holders(paths: Iterable[str]) -> list[tuple[int, str]]:
+def holders(paths: Iterable[str], platform: Platform | None = None) -> list[tuple[int, str]]:
     """``(pid, path)`` for every process (except this one) with one of ``paths`` open."""
+    if (platform or current()).is_windows:
+        from ddpstudio.core.process import restartmgr
+
+        me = os.getpid()
+        return [(pid, path) for pid, path in restartmgr.holders(list(paths)) if pid != me]
     wanted = {norm(p): p for p in paths}
     if not wanted:
         return []
