@@ -22,7 +22,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
@@ -35,6 +34,7 @@ from ddpstudio.core.exchange.probekey import ProbeKey, current_key
 from ddpstudio.core.platform import Platform, current
 from ddpstudio.core.process.exitcodes import describe_exit
 from ddpstudio.core.process.proctree import popen_options
+from ddpstudio.core.rendezvous.asciipath import safe_temp_folder
 
 # MARKER prefixes the child's lines; the same prefix marks the command line's JSON result.
 CHILD_ENV = "DDPSTUDIO_PROBE_CHILD"  # tests only: a JSON list, the child command to run instead
@@ -162,8 +162,9 @@ def run(command: Sequence[str] | None = None, key: ProbeKey | None = None, timeo
     """Runs the child once (``command`` + a fresh store path) and classifies how it went; stores nothing."""
     platform = platform or current()
     key = key if key is not None else current_key()
-    folder = tempfile.mkdtemp(prefix="ddpstudio-probe-")
-    store_path = os.path.join(folder, "store")  # fresh, never reused (pytorch #55967)
+    # Fresh, never reused (pytorch #55967), in a folder torch's narrow open() can reach on Windows.
+    folder = safe_temp_folder("ddpstudio-probe-", platform)
+    store_path = os.path.join(folder, "store")
     started, t = time.monotonic(), time.time()
     try:
         proc = subprocess.Popen([*(command or child_command()), store_path], stdin=subprocess.DEVNULL,
