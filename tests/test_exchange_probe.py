@@ -156,3 +156,15 @@ def test_reading_the_cache_imports_no_torch(call):
             "print(','.join(m for m in ('torch', 'PySide6') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
     assert out.stdout.strip() == ""
+
+
+def test_the_real_child_runs_its_gloo_group_and_all_reduce_on_the_cpu_device_seam(monkeypatch):
+    """probe_child's own code past the CUDA check (FileStore, one-rank Gloo group, all-reduce, comparison),
+    on a CPU tensor: the one stand-in is the device."""
+    from ddpstudio.core.exchange.probe_child import DEVICE_ENV
+
+    monkeypatch.setenv(DEVICE_ENV, "cpu")
+    result = probe.run(platform=LINUX, timeout_s=120)
+    assert result.outcome is Outcome.NATIVE, result
+    assert [(g.index, g.name, g.outcome) for g in result.gpus] == [(0, "cpu", Outcome.NATIVE)]
+    assert result.exit == "exit code 0"

@@ -16,10 +16,14 @@ from __future__ import annotations
 
 import datetime
 import json
+import os
 import sys
 
 MARKER = "DDPSTUDIO-PROBE "
 SIZE = 8  # elements per tensor: small, but enough to see a wrong element
+# Tests only, at the hardware edge: "cpu" runs the same steps on one CPU "device", so the
+# store, group, all-reduce and comparison run for real on a machine without CUDA.
+DEVICE_ENV = "DDPSTUDIO_PROBE_DEVICE"
 
 
 def say(**fields) -> None:
@@ -30,8 +34,9 @@ def main(store_path: str) -> int:
     import torch
     import torch.distributed as dist
 
-    available = bool(torch.cuda.is_available())
-    count = torch.cuda.device_count() if available else 0
+    on_cpu = os.environ.get(DEVICE_ENV) == "cpu"
+    available = on_cpu or bool(torch.cuda.is_available())
+    count = 1 if on_cpu else torch.cuda.device_count() if available else 0
     say(event="cuda", available=available, count=count, torch=torch.__version__, cuda=torch.version.cuda)
     if not count:
         return 0
@@ -42,12 +47,13 @@ def main(store_path: str) -> int:
     options._timeout = datetime.timedelta(seconds=30)
     group = dist.ProcessGroupGloo(store, 0, 1, options)
     for index in range(count):
-        say(event="start", gpu=index, name=torch.cuda.get_device_name(index))
+        say(event="start", gpu=index, name="cpu" if on_cpu else torch.cuda.get_device_name(index))
         try:
             values = [float(index * SIZE + i + 1) for i in range(SIZE)]
-            tensor = torch.tensor(values, device=f"cuda:{index}")
+            tensor = torch.tensor(values, device="cpu" if on_cpu else f"cuda:{index}")
             group.allreduce([tensor]).wait()  # the call that crashes on affected builds
-            torch.cuda.synchronize(index)
+            if not on_cpu:
+                torch.cuda.synchronize(index)
             got = tensor.cpu().tolist()
         except Exception as exc:  # a Python error is an answer too: not "native"
             say(event="error", gpu=index, message=f"{type(exc).__name__}: {exc}".splitlines()[0])
