@@ -142,6 +142,8 @@ def test_setup_end_to_end_then_doctor(installed):
     assert data["build"] == "cpu" and data["index_overridden"] is True  # no NVIDIA driver here
     assert data["torch"].startswith("2.14.1") and data["gloo"] is True and data["cuda_available"] is False
     assert data["app_version"] == build.package_version()
+    # The probe ran in the new environment (no CUDA here) and left its answer for the app.
+    assert data["gloo_cuda_all_reduce"]["outcome"] == "not applicable", data["gloo_cuda_all_reduce"]
     assert launch.is_ready(installed)
     assert (installed.log_file).read_text().count("DDP Studio is set up.") == 1
 
@@ -152,6 +154,8 @@ def test_setup_end_to_end_then_doctor(installed):
     assert report["platform"] == PLATFORM.name and report["python"] == data["python"]
     assert "2.14.1" in json.dumps(report)  # the installed torch is the one doctor sees
     assert report["choice"]["backend"] == "gloo"  # CPU-only machine
+    fact = report["gloo_cuda_all_reduce"]
+    assert fact["outcome"] == "not applicable" and fact["from_cache"] is True  # the installer's probe, reused
 
 
 def test_launch_opens_the_installed_window(installed):

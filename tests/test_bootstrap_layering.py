@@ -12,7 +12,8 @@ import ddpstudio.bootstrap
 from tests.test_layers import imported_modules
 
 PACKAGE = Path(ddpstudio.bootstrap.__file__).parent
-ALLOWED_OWN = ("ddpstudio.bootstrap", "ddpstudio.core.platform")
+# exitcodes is standard library only (checked below): the bootstrap names a crashed child with it.
+ALLOWED_OWN = ("ddpstudio.bootstrap", "ddpstudio.core.platform", "ddpstudio.core.process.exitcodes")
 
 
 def test_only_stdlib_and_the_platform_seam():
@@ -34,3 +35,11 @@ def test_importing_everything_pulls_in_no_dependency():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True).stdout
     assert out.strip() == "[]"
     assert psutil.Process().children(recursive=True) == []
+
+
+def test_the_core_modules_the_bootstrap_uses_are_stdlib_only_too():
+    from ddpstudio.core.process import exitcodes
+
+    for name in imported_modules(Path(exitcodes.__file__)):
+        top = name.split(".")[0]
+        assert top in sys.stdlib_module_names or top == "__future__" or name == "ddpstudio.core.platform", name

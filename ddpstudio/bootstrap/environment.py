@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ddpstudio.bootstrap import driver as nvidia
-from ddpstudio.bootstrap import failure, process, record, verify
+from ddpstudio.bootstrap import exchange, failure, process, record, verify
 from ddpstudio.bootstrap.cuda_index import CPU_BUILD, DriverTooOld, TorchBuild, choose_build
 from ddpstudio.bootstrap.events import Finished, LogLine, Sink, StepStarted
 from ddpstudio.bootstrap.layout import Layout
@@ -135,6 +135,9 @@ class _Run:
             f"torch {checked['torch']} (CUDA {checked['torch_cuda'] or 'none'}); "
             f"GPU usable: {'yes' if checked['cuda_available'] else 'no'}; Gloo: works"
         )
+        # Decides only how gradients travel (pytorch #186535): never fails the setup.
+        probed = exchange.record(layout.python(layout.env), opts.platform, self.log, env, self.running)
+        self.log(f"Gloo all-reduce of CUDA tensors: {probed['outcome'] or 'not known'} ({probed['detail']})")
 
         self.step()
         data = {
@@ -151,6 +154,7 @@ class _Run:
             "cuda_available": checked["cuda_available"],
             "gpus": checked["gpus"],
             "gloo": True,
+            "gloo_cuda_all_reduce": probed,
             "uv": self._uv_version(uv, env),
             "platform": opts.platform.system,
             "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),

@@ -12,6 +12,9 @@ import re
 from dataclasses import dataclass
 from enum import Enum
 
+from ddpstudio.core.platform import current
+from ddpstudio.core.process.exitcodes import describe_exit
+
 
 class Problem(Enum):
     UNEXPECTED = 1
@@ -131,7 +134,7 @@ def not_verified(reason: str, detail: str = "", cpu_fallback: bool = False) -> B
 
 def from_uv(step: str, output: str, returncode: int) -> BootstrapFailure:
     """The failure for a uv command that exited with ``returncode``."""
-    detail = f"uv exited with code {returncode} while {step}"
+    detail = f"uv ended ({describe_exit(returncode, current())}) while {step}"
     problem = classify(output)
     if problem is Problem.NETWORK:
         return network("PyTorch and DDP Studio's other parts" if "install" in step else "Python", detail)

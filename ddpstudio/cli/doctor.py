@@ -13,6 +13,8 @@ from typing import Any
 def add_parser(sub) -> None:
     p = sub.add_parser("doctor", help="check this machine: GPUs, backend, store, known traps")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--probe", action="store_true",
+                   help="check again whether Gloo can all-reduce CUDA tensors here, even if a result is cached")
     p.set_defaults(func=main)
 
 
@@ -35,7 +37,16 @@ def network_facts(hostname: str | None = None) -> dict[str, Any]:
     return facts
 
 
-def collect() -> dict[str, Any]:
+def exchange_fact(force: bool = False) -> dict[str, Any]:
+    """The Gloo-on-CUDA probe's answer (cached per torch build, driver and GPU set; ``force`` runs it again)."""
+    from ddpstudio.core.exchange import probe
+
+    cached = None if force else probe.cached_result()
+    result = cached or probe.probe(force=True)
+    return {**result.to_dict(), "from_cache": cached is not None}
+
+
+def collect(force_probe: bool = False) -> dict[str, Any]:
     from ddpstudio import __version__
     from ddpstudio.core.gpu import detect_inventory
     from ddpstudio.core.platform import current
@@ -59,6 +70,7 @@ def collect() -> dict[str, Any]:
                    "store": store.value, "store_reason": store.reason},
         "libuv": _libuv_fact(plat),
         "network": network_facts(),
+        "gloo_cuda_all_reduce": exchange_fact(force_probe),
     }
     from ddpstudio.bootstrap.record import for_running_environment
 
@@ -113,6 +125,7 @@ def print_human(report: dict[str, Any]) -> None:
           f"Gloo pinned to {net['loopback_interface'] or 'the loopback address'}")
     if net.get("note"):
         print(f"  {net['note']}")
+    print_exchange(report["gloo_cuda_all_reduce"])
     env = report.get("environment")
     if env:
         print("environment: set up by the installer: " + ", ".join(f"{k} {v}" for k, v in env.items()
@@ -124,8 +137,20 @@ def print_human(report: dict[str, Any]) -> None:
         print_findings(leftovers)
 
 
+def print_exchange(fact: dict[str, Any]) -> None:
+    import time
+
+    when = time.strftime("%Y-%m-%d %H:%M", time.localtime(fact["t"]))
+    source = f"checked {when}" + (", cached" if fact.get("from_cache") else f", took {fact['duration_s']:.1f} s")
+    print(f"{fact['sentence']}.")
+    print(f"  Gloo all-reduce of CUDA tensors: {fact['outcome']} ({fact['detail']}; {source}; "
+          "'ddpstudio doctor --probe' checks again)")
+    for gpu in fact.get("gpus") or []:
+        print(f"  GPU {gpu['index']} {gpu['name']}: {gpu['outcome']}" + (f" ({gpu['detail']})" if gpu["detail"] else ""))
+
+
 def main(args: argparse.Namespace) -> int:
-    report = collect()
+    report = collect(force_probe=args.probe)
     if args.json:
         print(json.dumps(report, indent=2))
     else:

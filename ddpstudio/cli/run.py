@@ -93,6 +93,7 @@ def main(args: argparse.Namespace) -> int:
     from ddpstudio.core.gpu import detect_inventory
     from ddpstudio.core.platform import current
     from ddpstudio.core.policy import PolicyError, build_plan
+    from ddpstudio.core.process.exitcodes import describe_exit
     from ddpstudio.core.launch.session import Session
     from ddpstudio.core.validate import check_request
 
@@ -142,6 +143,6 @@ def main(args: argparse.Namespace) -> int:
     code = session.returncode
     if session.final is None:
         print("ddpstudio: error: the launcher ended without reporting a result "
-              f"(exit code {code}); see {plan.run_dir}", file=sys.stderr)
+              f"({describe_exit(code, current())}); see {plan.run_dir}", file=sys.stderr)
         return 1
     return protocol.EXIT_CODES.get(session.state or "", 1)

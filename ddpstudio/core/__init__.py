@@ -17,5 +17,7 @@ The rooms:
   process tree, Job Object, killer, file lock holders);
 - ``cleanup/``: what killed runs leave behind (registry, scan and clean);
 - ``rendezvous/``: store URLs and TCP ports;
+- ``exchange/``: how gradients travel between ranks, and the probe of
+  whether Gloo can all-reduce CUDA tensors here (pytorch #186535);
 - ``gpu/`` and ``bench/``: GPU inventory and sampling; the scaling benchmark.
 """

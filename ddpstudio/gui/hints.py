@@ -43,6 +43,12 @@ _RULES: tuple[tuple[Hint, tuple[str, ...]], ...] = (
     (Hint("no_nccl", "NCCL is not available here",
           "PyTorch for Windows has no NCCL. Choose the gloo backend (auto does)."),
      ("nccl built in", "doesn't have nccl", "nccl is not available")),
+    (Hint("gloo_cuda_crash", "Gloo crashed all-reducing GPU tensors",
+          "A rank died inside PyTorch without a Python error while Gloo exchanged gradients on the GPU. "
+          "PyTorch for Windows cannot all-reduce CUDA tensors with Gloo (pytorch #186535). Choose the staged "
+          "gradient exchange (--grad-exchange staged), which all-reduces gradients on the CPU; DDP Studio "
+          "will check this machine again before the next automatic choice."),
+     ("pytorch #186535",)),
     (Hint("out_of_memory", "A GPU ran out of memory",
           "Lower the batch size per rank, or split the batch over the ranks instead of scaling it."),
      ("cuda out of memory", "outofmemoryerror")),

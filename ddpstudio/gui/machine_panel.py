@@ -7,14 +7,19 @@ snapshot; a value the driver does not report reads "n/a", never 0.
 from __future__ import annotations
 
 import os
+import time
 
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QFrame, QGroupBox, QLabel, QProgressBar, QVBoxLayout, QWidget
 
+from ddpstudio.core.exchange import probe
+from ddpstudio.core.exchange.probekey import key_for
 from ddpstudio.core.gpu import GpuInfo, GpuSample, Inventory, Snapshot
 from ddpstudio.core.plan import Plan
 
 CPU_MODE_TEXT = "No NVIDIA GPU found: training runs on the CPU with Gloo"
+NOT_PROBED_TEXT = ("Not checked yet whether Gloo can all-reduce GPU tensors here; until then GPU gradients go "
+                   "through the CPU. 'ddpstudio doctor' checks it.")
 
 
 def _label(text: str = "", bold: bool = False, wrap: bool = True) -> QLabel:
@@ -100,10 +105,15 @@ class MachinePanel(QGroupBox):
         self.status = _label("Looking at this machine…")
         self.decisions = _label("")
         self.decisions.setAccessibleName("Chosen backend and store")
+        self.exchange = _label("")
+        self.exchange.setAccessibleName("Gradient exchange")
+        self.exchange.hide()
+        self.probe_result: probe.ProbeResult | None = None
         self._cards_box = QVBoxLayout()
         layout = QVBoxLayout(self)
         layout.addWidget(self.status)
         layout.addLayout(self._cards_box)
+        layout.addWidget(self.exchange)
         layout.addWidget(self.decisions)
 
     @property
@@ -121,6 +131,22 @@ class MachinePanel(QGroupBox):
         for card in self.cards:
             self._cards_box.addWidget(card)
         self.status.hide()
+        # A small JSON file read, keyed by this inventory: instant, no torch, no NVML call.
+        self.set_probe_result(probe.cached_result(key_for(inventory)))
+
+    def set_probe_result(self, result: probe.ProbeResult | None) -> None:
+        """One sentence on how gradients travel here (the Gloo-on-CUDA probe, pytorch #186535)."""
+        self.probe_result = result
+        gpu_mode = self.inventory is not None and not self.inventory.cpu_mode
+        if result is None:
+            self.exchange.setText(NOT_PROBED_TEXT)
+            self.exchange.setToolTip("")
+        else:
+            self.exchange.setText(result.sentence() + ".")
+            checked = time.strftime("%Y-%m-%d %H:%M", time.localtime(result.t))
+            self.exchange.setToolTip(f"Gloo all-reduce of CUDA tensors: {result.outcome} ({result.detail}; "
+                                     f"checked {checked})")
+        self.exchange.setVisible(gpu_mode or (result is not None and result.outcome != probe.Outcome.NOT_APPLICABLE))
 
     def set_inventory_failed(self, message: str) -> None:
         self.status.setText(f"Could not inspect this machine: {message}")

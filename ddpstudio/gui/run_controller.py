@@ -21,6 +21,7 @@ from ddpstudio.core.launch.launcher import RunState
 from ddpstudio.core.plan import Plan
 from ddpstudio.core.platform import Platform, current
 from ddpstudio.core.policy import plan_file
+from ddpstudio.core.process.exitcodes import describe_exit
 from ddpstudio.core.launch.session import launcher_command
 from ddpstudio.gui import run_tree
 
@@ -183,7 +184,7 @@ class RunController(QObject):
         self.problem_reported.emit(ev)
 
     def _handle_rank_exited(self, ev: protocol.Event) -> None:
-        self.log_received.emit(ev.rank, "studio", f"exited with code {ev.get('exit_code')}")
+        self.log_received.emit(ev.rank, "studio", f"exited: {describe_exit(ev.get('exit_code'), self.platform)}")
 
     def _handle_run_finished(self, ev: protocol.Event) -> None:
         self._finished_event = ev
@@ -225,7 +226,7 @@ class RunController(QObject):
             return protocol.make_event(protocol.RUN_FINISHED, state=protocol.STOPPED, root_cause=None, summary=None,
                                        run_dir=self.plan.run_dir if self.plan else None)
         message = next((ln for ln in reversed(self._stderr) if ln.strip()), "") or "no error message"
-        summary = f"the launcher ended without reporting a result (exit code {code}): {message}"
+        summary = f"the launcher ended without reporting a result ({describe_exit(code, self.platform)}): {message}"
         return protocol.make_event(
             protocol.RUN_FINISHED, state=protocol.FAILED, summary=summary,
             root_cause={"rank": -1, "exit_code": code, "message": message, "traceback_tail": list(self._stderr)},

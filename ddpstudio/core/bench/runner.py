@@ -23,6 +23,7 @@ from ddpstudio.core.bench.model import (COMPARISONS, FAILED, OK, STOPPED, BenchC
 from ddpstudio.core.plan import Plan
 from ddpstudio.core.platform import Platform, current
 from ddpstudio.core.policy import PolicyError, Request, build_plan
+from ddpstudio.core.process.exitcodes import describe_exit
 
 ProgressCallback = Callable[[BenchProgress], None]
 EPOCHS_FOR_BENCH = 1_000_000  # max_steps ends the run; epochs only must not end it first
@@ -224,7 +225,7 @@ class Benchmark:
         if final == protocol.FINISHED:
             return FAILED, (f"the run ended after {row.steps} measured steps of {self.config.steps}; "
                             "lower --steps or --warmup, or add data")
-        return FAILED, summary or error or f"the run ended without a result (exit code {session.returncode})"
+        return FAILED, summary or error or f"the run ended without a result ({describe_exit(session.returncode, self.platform)})"
 
     # -- descriptions ------------------------------------------------------------------
     def _machine_facts(self, device: str) -> dict:

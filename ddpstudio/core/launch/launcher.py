@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import IO, TextIO
 
 from ddpstudio.core import protocol
+from ddpstudio.core.exchange.crash import gloo_cuda_crash_note
 from ddpstudio.core.launch.commands import rank_command, rank_env
 from ddpstudio.core.launch.lossparse import LossScraper
 from ddpstudio.core.plan import Plan
@@ -231,7 +232,16 @@ class Launcher:
             ours = self.state is RunState.STOPPING and (code < 0 or self._killed or self.platform.is_windows)
             if code != 0 and not ours:
                 self.failures.append(RankFailure(r.rank, code, min(r.error_t or now, now),
-                                                 r.stderr.message(), r.stderr.tail()))
+                                                 self._crash_message(r, code), r.stderr.tail(), self.platform))
+
+    def _crash_message(self, r: RankProc, code: int) -> str:
+        """The rank's last words; for a native crash with Gloo on CUDA, what it probably was (pytorch #186535)."""
+        message = r.stderr.message()
+        p = self.plan
+        note = gloo_cuda_crash_note(p.backend, p.device, getattr(p, "grad_exchange", None), code, self.platform)
+        if note is None:
+            return message
+        return f"{note} (last output: {message})" if message else note
 
     def _watchdog(self) -> None:
         if self._watchdog_fired or all(r.joined for r in self.ranks):

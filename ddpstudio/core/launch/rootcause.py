@@ -6,6 +6,9 @@ import re
 from collections import deque
 from dataclasses import dataclass, field
 
+from ddpstudio.core.platform import Platform, current
+from ddpstudio.core.process.exitcodes import describe_exit
+
 
 @dataclass
 class RankFailure:
@@ -14,13 +17,15 @@ class RankFailure:
     t: float
     message: str = ""
     traceback_tail: list[str] = field(default_factory=list)
+    platform: Platform = field(default_factory=current, repr=False, compare=False)  # how to read exit_code
 
     def to_dict(self) -> dict:
         return {"rank": self.rank, "exit_code": self.exit_code, "t": self.t,
-                "message": self.message, "traceback_tail": self.traceback_tail}
+                "message": self.message, "traceback_tail": self.traceback_tail,
+                "exit": describe_exit(self.exit_code, self.platform)}
 
     def summary(self) -> str:
-        code = f"exit code {self.exit_code}" if self.exit_code is not None else "no exit code"
+        code = describe_exit(self.exit_code, self.platform)
         return f"rank {self.rank} failed first ({code}): {self.message or 'no error message'}"
 
 
