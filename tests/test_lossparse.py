@@ -2,7 +2,8 @@ import math
 
 import pytest
 
-from ddpstudio.core.launch.lossparse import LossScraper, parse_loss
+from ddpstudio.core.launch.lossparse import LossScraper, Scraped, parse_loss
+from ddpstudio.core.launch.tail import LineTail
 
 
 @pytest.mark.parametrize("line, loss", [
@@ -12,24 +13,77 @@ from ddpstudio.core.launch.lossparse import LossScraper, parse_loss
     ("INFO train_loss 0.31", 0.31),
     ("Loss: 1.25E-03", 0.00125),
     ("iter 7, loss .75", 0.75),
+    ("loss 5.3e-01", 0.53),
+    ("Loss: 1,234.5", 1234.5),
+    ("loss 12,345,678", 12345678.0),
+    ("step 4 loss tensor(0.5321, device='cuda:0', grad_fn=<NllLossBackward0>)", 0.5321),
+    ("loss=tensor(2.25)", 2.25),
+    ("{'loss': 0.53, 'grad_norm': 1.2, 'learning_rate': 5e-05, 'epoch': 0.1}", 0.53),
+    ('{"loss": 0.25, "step": 10}', 0.25),
+    ("loss: 0.53, acc: 0.91", 0.53),  # a comma between fields is not a thousands separator
 ])
-def test_loss_lines_are_read(line, loss):
+def test_training_loss_lines_are_read(line, loss):
     found = parse_loss(line)
-    assert found is not None and found[0] == pytest.approx(loss)
+    assert found is not None and not found.eval and found.loss == pytest.approx(loss)
 
 
-@pytest.mark.parametrize("line", ["val_loss 0.3", "no loss here", "lossy 3", "Loss (n/a)", ""])
+@pytest.mark.parametrize("line, loss", [
+    ("Test: [ 10/196]\tTime  0.210 ( 0.3)\tLoss 1.2345e+00 (1.3000e+00)\tAcc@1  71.88 ( 70.00)", 1.2345),
+    ("Test set: Average loss: 0.0345, Accuracy: 9890/10000 (99%)", 0.0345),
+    ("val_loss 0.3", 0.3),
+    ("epoch 2 val loss: 0.41", 0.41),
+    ("validation loss = 0.5", 0.5),
+    ("{'eval_loss': 0.4123, 'eval_runtime': 3.2, 'epoch': 1.0}", 0.4123),
+    ("test_loss=264590.0", 264590.0),
+])
+def test_validation_lines_are_evaluations_not_steps(line, loss):
+    found = parse_loss(line)
+    assert found is not None and found.eval and found.loss == pytest.approx(loss)
+
+
+@pytest.mark.parametrize("line", ["no loss here", "lossy 3", "Loss (n/a)", "", "closs 3"])
 def test_other_lines_are_not(line):
     assert parse_loss(line) is None
 
 
 def test_scraper_steps_only_move_forward():
     s = LossScraper()
-    assert s.feed("Epoch: [0][ 0/2] Loss 2.0 (2.0)") == (1, 2.0)
-    assert s.feed("Epoch: [0][ 1/2] Loss 1.5 (1.7)") == (2, 1.5)
-    assert s.feed("Epoch: [1][ 0/2] Loss 1.0 (1.0)") == (3, 1.0)  # the batch index restarts; the step does not
-    assert s.feed("step 10 loss=0.5") == (10, 0.5)
-    assert s.feed("step 4 loss=0.4") == (11, 0.4)
-    step, loss = s.feed("loss: nan")
-    assert step == 12 and math.isnan(loss)
+    assert s.feed("Epoch: [0][ 0/2] Loss 2.0 (2.0)") == Scraped(1, 2.0)
+    assert s.feed("Epoch: [0][ 1/2] Loss 1.5 (1.7)") == Scraped(2, 1.5)
+    assert s.feed("Epoch: [1][ 0/2] Loss 1.0 (1.0)") == Scraped(3, 1.0)  # the batch index restarts; the step does not
+    assert s.feed("step 10 loss=0.5") == Scraped(10, 0.5)
+    assert s.feed("step 4 loss=0.4") == Scraped(11, 0.4)
+    found = s.feed("loss: nan")
+    assert found.step == 12 and math.isnan(found.loss)
     assert s.feed("nothing") is None
+
+
+def test_an_evaluation_keeps_the_training_step_and_a_redrawn_bar_counts_once():
+    s = LossScraper()
+    assert s.feed(" 10%|█         | 10/100 [00:01<00:09, 9.9it/s, loss=0.9]") == Scraped(10, 0.9)
+    assert s.feed(" 10%|█         | 10/100 [00:01<00:09, 9.8it/s, loss=0.9]") is None  # same step, redrawn
+    assert s.feed(" 11%|█         | 11/100 [00:01<00:09, 9.9it/s, loss=0.8]") == Scraped(11, 0.8)
+    assert s.feed("Test set: Average loss: 0.7") == Scraped(11, 0.7, eval=True)
+    assert s.feed(" 12%|█▏        | 12/100 [00:01<00:09, 9.9it/s, loss=0.6]") == Scraped(12, 0.6)
+
+
+def test_progress_bar_redraws_are_read_at_every_update(tmp_path):
+    path = tmp_path / "rank0.err.log"
+    tail = LineTail(path)
+    with open(path, "wb") as fh:
+        fh.write(b"starting\n\r  1%| 1/100 [loss=0.9]\r  2%| 2/100 [loss=0.8]\r  3%| 3/10")
+        fh.flush()
+        assert tail.read_segments() == [("starting", False), ("  1%| 1/100 [loss=0.9]", True),
+                                        ("  2%| 2/100 [loss=0.8]", True)]
+        fh.write(b"0 [loss=0.7]\r")  # the \r may be half of a \r\n: held back
+        fh.flush()
+        assert tail.read_segments() == []
+        fh.write(b"\nWindows line\r\nlast")
+        fh.flush()
+        assert tail.read_segments() == [("  3%| 3/100 [loss=0.7]", False), ("Windows line", False)]
+    assert tail.read_segments(final=True) == [("last", False)]
+    # Plain reading (events files, logs) is unchanged: whole lines only.
+    plain = LineTail(path)
+    assert plain.read_lines(final=True)[-2:] == ["Windows line", "last"]
+    tail.close()
+    plain.close()

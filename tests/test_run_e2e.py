@@ -150,3 +150,18 @@ def test_a_stop_file_stops_the_launcher(studio_home):
             launcher.kill()
     assert launcher.returncode == 3
     assert final(events(out)).get("state") == "stopped"
+
+
+def test_a_tqdm_bar_is_read_at_every_update_and_a_test_line_is_an_evaluation(studio_home):
+    res = ddpstudio("run", "--json", "--script", str(SCRIPTS / "tqdm_style.py"), "--script-style", "env", "--", "8")
+    assert res.returncode == 0, res.stderr + res.stdout[-3000:]
+    evs = events(res.stdout)
+    for rank in (0, 1):
+        steps = [e for e in of_type(evs, protocol.STEP) if e.rank == rank]
+        assert [e.get("step") for e in steps] == list(range(1, 9))  # each update once, redraws not twice
+        losses = [e.get("loss") for e in steps]
+        assert losses[-1] < losses[0]
+        [ev] = [e for e in of_type(evs, protocol.EVAL) if e.rank == rank]
+        assert ev.get("step") == 8 and ev.get("loss") < losses[0] and ev.get("source") == "scraped"
+        bar_lines = [e.get("line") for e in of_type(evs, protocol.LOG) if e.rank == rank and "it/s" in e.get("line")]
+        assert len(bar_lines) == 1 and "8/8" in bar_lines[0]  # the log keeps the bar's final state only

@@ -31,6 +31,7 @@ WARNING = "warning"
 ERROR = "error"
 RANK_EXITED = "rank_exited"
 RUN_FINISHED = "run_finished"
+EVAL = "eval"
 
 KNOWN_TYPES = frozenset(
     {
@@ -46,6 +47,7 @@ KNOWN_TYPES = frozenset(
         ERROR,
         RANK_EXITED,
         RUN_FINISHED,
+        EVAL,
     }
 )
 

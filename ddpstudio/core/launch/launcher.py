@@ -204,17 +204,26 @@ class Launcher:
                 elif ev.type == protocol.ERROR and r.error_t is None:
                     r.error_t = ev.t
                 self.emit(ev)
-        for stream, tail in (("stdout", r.out), ("stderr", r.err)):
-            for line in tail.read_lines(final):
-                if stream == "stderr":
-                    r.stderr.add(line)
-                self.emit(protocol.make_event(protocol.LOG, rank=r.rank, stream=stream, line=line))
+        # stderr first: progress bars (tqdm) draw there, summaries are printed after them to stdout.
+        for stream, tail in (("stderr", r.err), ("stdout", r.out)):
+            for line, redrawn in tail.read_segments(final):
+                if not redrawn:  # a progress bar's intermediate updates are read, not logged
+                    if stream == "stderr":
+                        r.stderr.add(line)
+                    self.emit(protocol.make_event(protocol.LOG, rank=r.rank, stream=stream, line=line))
                 if r.scraper is not None and not r.reports_steps:
-                    found = r.scraper.feed(line)
-                    if found is not None:
-                        r.joined = True
-                        self.emit(protocol.make_event(protocol.STEP, rank=r.rank, step=found[0], loss=found[1],
-                                                      source="scraped"))
+                    self._scraped(r, r.scraper.feed(line))
+
+    def _scraped(self, r: RankProc, found) -> None:
+        if found is None:
+            return
+        if found.eval:
+            self.emit(protocol.make_event(protocol.EVAL, rank=r.rank, step=found.step, loss=found.loss,
+                                          source="scraped"))
+            return
+        r.joined = True
+        self.emit(protocol.make_event(protocol.STEP, rank=r.rank, step=found.step, loss=found.loss,
+                                      source="scraped"))
 
     def _reap(self) -> None:
         for r in self.ranks:

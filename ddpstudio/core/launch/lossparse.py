@@ -2,9 +2,13 @@
 
 Only for scripts that do not use ``ddpstudio.report``; everything else speaks
 the protocol. Understands, among others, the PyTorch ImageNet example's
-``Loss 6.8416e+00 (6.8416e+00)``, ``loss: 0.53``, ``loss=0.5`` and
-``train_loss 0.31``. A step number is taken from ``step 12``, ``iter 7`` or
-``it 7`` when it moves forward; otherwise (e.g. ``[ 10/500]``, which restarts
+``Loss 6.8416e+00 (6.8416e+00)``, ``loss: 0.53``, ``loss=0.5``,
+``train_loss 0.31``, ``tensor(0.5321, grad_fn=...)``, ``Loss: 1,234.5`` and
+Hugging Face's ``{'loss': 0.53, 'learning_rate': ...}``. Validation lines
+(ImageNet's ``Test: [..] Loss``, MNIST's ``Test set: Average loss:``,
+``val_loss``, ``eval_loss``, ``validation loss``) are evaluations, not
+training steps. A step number is taken from ``step 12``, ``iter 7``, ``it 7``
+or a tqdm bar's ``10/500 [``; otherwise (e.g. ``[ 10/500]``, which restarts
 every epoch) loss lines are numbered in order.
 """
 
@@ -12,37 +16,73 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import dataclass
 
-_NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|inf"
-_LOSS = re.compile(rf"(?<![\w.])(?:train[_ ])?loss\b\s*[:=]?\s*(?P<value>{_NUMBER})", re.IGNORECASE)
-_STEP = re.compile(r"(?:\bstep|\biter(?:ation)?|\bit)\s*[:=#]?\s*(?P<step>\d+)|\[\s*(?P<batch>\d+)\s*/\s*\d+\s*\]",
-                   re.IGNORECASE)
+_PLAIN = r"[-+]?(?:\d{1,3}(?:,\d{3})+(?:\.\d*)?|\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|inf"
+_VALUE = rf"(?:tensor\(\s*)?(?P<value>{_PLAIN})"
+_LOSS = re.compile(
+    rf"(?<![\w.])(?P<prefix>(?:train|training|val|valid|validation|test|eval|dev)[_ ])?loss\b['\"]?\s*[:=]?\s*{_VALUE}",
+    re.IGNORECASE)
+# A line that is about held-out data, wherever it says so (ImageNet's "Test: [ 10/196] ... Loss 1.2").
+_EVAL_LINE = re.compile(r"^\W*(?:test|val|valid|validation|eval|evaluation)\b|\btest set\b|\bvalidation\b",
+                        re.IGNORECASE)
+_STEP = re.compile(r"(?:\bstep|\biter(?:ation)?|\bit)\s*[:=#]?\s*(?P<step>\d+)"
+                   r"|\|\s*(?P<bar>\d+)/\d+\s*\["  # a tqdm bar: " 10/500 [00:01<..."
+                   r"|\[\s*(?P<batch>\d+)\s*/\s*\d+\s*\]", re.IGNORECASE)
 
 
-def parse_loss(line: str) -> tuple[float, int | None] | None:
-    """(loss, step or None) found in a progress line, or None."""
+@dataclass(frozen=True)
+class Reading:
+    """A loss found in one line: training or evaluation, and the step the line named (if any)."""
+
+    loss: float
+    step: int | None = None
+    eval: bool = False
+
+
+def parse_loss(line: str) -> Reading | None:
+    """The loss a progress line reports, or None."""
     match = _LOSS.search(line)
     if not match:
         return None
     try:
-        loss = float(match.group("value"))
+        loss = float(match.group("value").replace(",", ""))
     except ValueError:
         return None
+    prefix = (match.group("prefix") or "").strip(" _").lower()
+    is_eval = prefix not in ("", "train", "training") or (prefix == "" and bool(_EVAL_LINE.search(line)))
     step_match = _STEP.search(line)
-    step = int(step_match.group("step")) if step_match and step_match.group("step") else None
-    return loss, step
+    step = None
+    if step_match and (step_match.group("step") or step_match.group("bar")):
+        step = int(step_match.group("step") or step_match.group("bar"))
+    return Reading(loss, step, is_eval)
+
+
+@dataclass(frozen=True)
+class Scraped:
+    """What a line adds to the run: a training step or an evaluation at the current step."""
+
+    step: int
+    loss: float
+    eval: bool = False
 
 
 class LossScraper:
-    """Per-rank state: turns loss lines into (step, loss) with a step that only moves forward."""
+    """Per-rank state: turns loss lines into steps that only move forward; evaluations keep the step."""
 
     def __init__(self) -> None:
         self.step = 0
+        self._named: int | None = None  # the step the last training line named
 
-    def feed(self, line: str) -> tuple[int, float] | None:
+    def feed(self, line: str) -> Scraped | None:
         found = parse_loss(line)
         if found is None:
             return None
-        loss, step = found
-        self.step = step if step is not None and step > self.step else self.step + 1
-        return self.step, loss if math.isfinite(loss) else float("nan")
+        loss = found.loss if math.isfinite(found.loss) else float("nan")
+        if found.eval:
+            return Scraped(self.step, loss, eval=True)
+        if found.step is not None and found.step == self._named:
+            return None  # the same step again (a progress bar redrawn): counted once
+        self._named = found.step
+        self.step = found.step if found.step is not None and found.step > self.step else self.step + 1
+        return Scraped(self.step, loss)
