@@ -31,6 +31,19 @@ class RankFailure:
 
 # torch.distributed prefixes an uncaught exception's lines with "[rank1]: ".
 _RANK_PREFIX = re.compile(r"^\[rank\d+\]: ?")
+# What C++ code logs after a Python exception ("[W1124 ...] ProcessGroupGloo..."): not part of it.
+_NATIVE_LOG = re.compile(r"^\[[WEIF]\d{4} |^\[(?:W|E|I) ")
+MAX_MESSAGE_LINES = 12
+
+
+def _exception_lines(lines: list[str]) -> list[str]:
+    """The exception's own lines: from its first line until native log noise, at most a dozen."""
+    out: list[str] = []
+    for line in lines:
+        if _NATIVE_LOG.match(line) or len(out) == MAX_MESSAGE_LINES:
+            break
+        out.append(line.rstrip())
+    return out
 
 
 class StderrTail:
@@ -44,13 +57,13 @@ class StderrTail:
             self.lines.append(_RANK_PREFIX.sub("", line))
 
     def message(self) -> str:
-        """The exception line of the last traceback, else the last line."""
+        """The exception of the last traceback, all its lines (a message may span several), else the last line."""
         lines = list(self.lines)
         for i in range(len(lines) - 1, -1, -1):
             if lines[i].startswith("Traceback"):
-                after = [ln for ln in lines[i + 1:] if ln and not ln.startswith(" ")]
-                if after:
-                    return after[-1].strip()
+                frames_end = next((j for j in range(i + 1, len(lines)) if not lines[j].startswith(" ")), None)
+                if frames_end is not None:
+                    return "\n".join(_exception_lines(lines[frames_end:])).strip()
         return lines[-1].strip() if lines else ""
 
     def tail(self, n: int = 15) -> list[str]:
