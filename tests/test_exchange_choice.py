@@ -108,3 +108,19 @@ def test_ranks_get_the_mode_and_scripts_get_the_helper_first_on_their_path(tmp_p
     recipe = build_plan(Request(recipe=RecipeSpec()), LINUX, detect_inventory(), IFACES)
     assert "PYTHONPATH" not in rank_env(recipe, 0, str(tmp_path), {})
     assert rank_env(recipe, 0, str(tmp_path), {})[EXCHANGE_ENV] == "native"
+
+
+@pytest.mark.parametrize("fake_gpus, mode, words", [(False, "native", "on the CPU"), (True, "native", "NCCL")])
+def test_doctor_shows_the_exchange_choice_with_its_reason(tmp_path, monkeypatch, fake_gpus, mode, words):
+    import json
+
+    from tests.studio import ddpstudio
+
+    if fake_gpus:
+        gpus = tmp_path / "gpus.json"
+        gpus.write_text(json.dumps({"gpus": [GPU, GPU]}))
+        monkeypatch.setenv("DDPSTUDIO_FAKE_GPUS", str(gpus))
+    res = ddpstudio("doctor", "--json", timeout=120)
+    assert res.returncode == 0, res.stderr
+    choice = json.loads(res.stdout)["choice"]
+    assert choice["grad_exchange"] == mode and words in choice["grad_exchange_reason"]
