@@ -16,6 +16,7 @@ import pytest
 import torch
 
 from ddpstudio.core import protocol
+from ddpstudio.rank.staged import STAGE_CPU_ENV
 from tests.studio import SCRIPTS, ddpstudio, events, final, of_type
 
 pytestmark = pytest.mark.slow
@@ -26,9 +27,11 @@ FP16_RELATIVE_TOLERANCE = 0.25
 
 
 def _recipe_run(home, mode: str, compression: str = "none") -> dict:
+    """One seeded run; staged copies its CPU buckets as it would CUDA ones (STAGE_CPU_ENV)."""
     folder = home / f"ck-{mode}-{compression}"
     res = ddpstudio("run", "--json", *RECIPE, "--grad-exchange", mode, "--grad-compression", compression,
-                    "--checkpoint-dir", str(folder), env={**os.environ, "DDPSTUDIO_HOME": str(home)})
+                    "--checkpoint-dir", str(folder),
+                    env={**os.environ, "DDPSTUDIO_HOME": str(home), STAGE_CPU_ENV: "1"})
     assert res.returncode == 0, res.stderr + res.stdout[-3000:]
     evs = events(res.stdout)
     assert final(evs).get("state") == "finished"

@@ -15,20 +15,24 @@ the bytes) and is cast back, so the result is approximate.
 
 # No ``from __future__ import annotations``: DDP compares the hook's annotations with the real
 # objects (dist.GradBucket, Future[Tensor]) and rejects strings (torch/nn/parallel/distributed.py).
+import os
 from typing import Any
 
 import torch
 import torch.distributed as dist
 
 STAGED, NATIVE, FP16 = "staged", "native", "fp16"  # core.exchange.choice's values
+# "1": copy CPU buckets too, the path a CUDA bucket takes (the seam tests without a GPU use).
+STAGE_CPU_ENV = "DDPSTUDIO_STAGE_CPU_BUCKETS"
 
 
 class StagedState:
     """The hook's state: the process group and one reused CPU buffer per bucket index."""
 
-    def __init__(self, group: Any = None, fp16: bool = False) -> None:
+    def __init__(self, group: Any = None, fp16: bool = False, stage_cpu: bool | None = None) -> None:
         self.group = group
         self.fp16 = fp16
+        self.stage_cpu = os.environ.get(STAGE_CPU_ENV) == "1" if stage_cpu is None else stage_cpu
         self.buffers: dict[int, torch.Tensor] = {}
 
     def buffer(self, index: int, like: torch.Tensor) -> torch.Tensor:
@@ -46,9 +50,17 @@ class StagedState:
 
 
 def staged_hook(state: StagedState, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
-    """Copy the bucket to CPU memory, average it there with Gloo, copy it back into the bucket."""
+    """Copy the bucket to CPU memory, average it there with Gloo, copy it back into the bucket.
+
+    A full-precision bucket that already lives in CPU memory is averaged in
+    place: a copy would change nothing but the cost (so on the CPU staged costs
+    only the hook; fp16 still goes through the float16 buffer).
+    """
     grad = bucket.buffer()
     group = state.group if state.group is not None else dist.group.WORLD
+    if not (grad.is_cuda or state.fp16 or state.stage_cpu):
+        grad.div_(group.size())
+        return dist.all_reduce(grad, group=group, async_op=True).get_future().then(lambda fut: fut.value()[0])
     buf = state.buffer(bucket.index(), grad)
     # A blocking copy: the gradients are final once it returns, whatever stream produced them.
     buf.copy_(grad.view(-1))
