@@ -1,6 +1,7 @@
 """Staged against native gradient exchange on this machine: samples/s, same training, alternating launches.
 
     .venv/bin/python benchmarks/exchange.py [--models resnet18,vgg11] [--repeats 2] [--steps 10] [--warmup 3]
+    .venv/bin/python benchmarks/exchange.py --paired [--models resnet18,alexnet] [--rounds 20]
 
 For each model, ``ddpstudio run --world-size 2 --grad-exchange native``, then
 ``staged``, then ``staged --grad-compression fp16``, then again, alternating,
@@ -10,6 +11,15 @@ benchmark); the table gives the median over the repeats and the ratio to
 native. resnet18 (11.7 M parameters) is the demo model; vgg11 (132.9 M
 parameters, 0.5 GB of gradients per step, little compute at 32x32) is one
 where communication weighs more.
+
+On a busy shared machine single launches spread by 2x, so ``--paired`` also
+alternates at the finest grain: two long-lived Gloo ranks each hold a native,
+a staged and a staged+fp16 DDP copy of the same model (hooks registered by
+``ddpstudio.rank.staged.register``, as in the recipe) and step them in turn,
+rotating the order every round, with a barrier before each step. Medians of
+the step times give the ratios. alexnet at 64x64 (57 M parameters, almost
+all in its fully connected layers) is the communication-heavy model there:
+three copies of vgg11 would not fit beside the other work on this machine.
 """
 
 from __future__ import annotations
@@ -20,6 +30,7 @@ import os
 import statistics
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -52,8 +63,87 @@ def one_run(model: str, mode: tuple[str, str], args: argparse.Namespace) -> floa
     return throughput(times, WORLD * args.batch_size)
 
 
+PAIRED_MODELS = {"resnet18": 32, "alexnet": 64}  # model -> image size (alexnet needs at least 63 px)
+
+
+def paired_worker(rank: int, store: str, model_name: str, image_size: int, rounds: int, batch: int) -> None:
+    """One rank of the paired measurement: three DDP copies of one model, stepped in turn."""
+    import torch
+    import torch.distributed as dist
+    import torchvision
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    from ddpstudio.rank.staged import register
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=store, rank=rank, world_size=WORLD)
+    torch.manual_seed(0)
+    models, optims = {}, {}
+    for mode in MODES:
+        net = DDP(torchvision.models.get_model(model_name, weights=None, num_classes=10))
+        register(net, *mode)
+        models[label(mode)], optims[label(mode)] = net, torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
+    g = torch.Generator().manual_seed(rank)
+    x, y = torch.randn(batch, 3, image_size, image_size, generator=g), torch.randint(0, 10, (batch,), generator=g)
+    times: dict[str, list[float]] = {name: [] for name in models}
+    names = list(models)
+    for r in range(rounds + 2):  # the first two rounds build and settle DDP's buckets: not counted
+        for name in names[r % 3:] + names[:r % 3]:  # rotate the order so no mode always goes first
+            dist.barrier()
+            t0 = time.perf_counter()
+            loss = torch.nn.functional.cross_entropy(models[name](x), y)
+            optims[name].zero_grad()
+            loss.backward()
+            optims[name].step()
+            if r >= 2:
+                times[name].append(time.perf_counter() - t0)
+    if rank == 0:
+        params = sum(p.numel() for p in models[names[0]].parameters())
+        print(json.dumps({"model": model_name, "params": params, "times": times}), flush=True)
+    dist.destroy_process_group()
+
+
+def paired(models: list[str], rounds: int, batch: int) -> dict:
+    """Both ranks step native, staged and staged+fp16 copies in turn: load drift hits all three alike."""
+    import tempfile
+
+    out = {}
+    for model in models:
+        with tempfile.TemporaryDirectory() as tmp:
+            store = Path(tmp, "store").as_uri()
+            procs = [subprocess.Popen([sys.executable, __file__, "--worker", str(r), store, model,
+                                       str(PAIRED_MODELS.get(model, 32)), str(rounds), str(batch)],
+                                      stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+                     for r in range(WORLD)]
+            stdout = [p.communicate(timeout=1800)[0] for p in procs]
+        if any(p.returncode for p in procs):
+            print(f"{model}: a rank failed", file=sys.stderr)
+            continue
+        out[model] = json.loads(stdout[0].strip().splitlines()[-1])
+        print(f"{model} measured", file=sys.stderr, flush=True)
+    return out
+
+
+def print_paired(results: dict, rounds: int, batch: int) -> None:
+    print(f"\nPaired: {WORLD} ranks, Gloo on the CPU, batch {batch} per rank, one process per rank stepping a "
+          f"native, a staged and a staged+fp16 DDP copy in turn, {rounds} rounds (median step time)")
+    print("| model | parameters | exchange | step (ms) | samples/s | ratio to native |\n|---|---|---|---|---|---|")
+    for model, r in results.items():
+        base = statistics.median(r["times"]["native"])
+        for name, values in r["times"].items():
+            step = statistics.median(values)
+            print(f"| {model} | {r['params'] / 1e6:.1f} M | {name} | {step * 1000:.0f} | {WORLD * batch / step:.1f} "
+                  f"| {base / step:.3f} |")
+
+
 def main(argv: list[str] | None = None) -> int:
+    if argv is None and len(sys.argv) > 1 and sys.argv[1] == "--worker":
+        rank, store, model, size, rounds, batch = sys.argv[2:8]
+        paired_worker(int(rank), store, model, int(size), int(rounds), int(batch))
+        return 0
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--paired", action="store_true", help="measure in two long-lived ranks instead of launches")
+    p.add_argument("--rounds", type=int, default=20, help="--paired: measured rounds")
     p.add_argument("--models", default="resnet18,vgg11")
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--steps", type=int, default=10)
@@ -62,6 +152,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--image-size", type=int, default=32)
     p.add_argument("--json", metavar="PATH", help="also write every measurement as JSON")
     args = p.parse_args(argv)
+    if args.paired:
+        models = [m for m in args.models.split(",")]
+        results_paired = paired(models, args.rounds, args.batch_size)
+        print_paired(results_paired, args.rounds, args.batch_size)
+        if args.json:
+            Path(args.json).write_text(json.dumps({"settings": vars(args), "paired": results_paired}, indent=2))
+        return 0
     results: dict[str, dict[str, list[float]]] = {}
     for model in args.models.split(","):
         results[model] = {label(m): [] for m in MODES}
