@@ -115,3 +115,13 @@ def test_script_that_crashes_on_import(studio_home, tmp_path):
     human = ddpstudio("run", "--script", str(SCRIPTS / "crash_on_import.py"))
     assert human.returncode == 1
     assert "root cause: rank" in human.stdout and "No module named 'a_module_that_does_not_exist'" in human.stdout
+
+
+@pytest.mark.parametrize("args, words", [
+    (("--grad-exchange", "gpu"), ("unknown gradient exchange 'gpu'", "auto, native, staged")),
+    (("--grad-compression", "int8"), ("unknown gradient compression 'int8'", "none or fp16")),
+])
+@pytest.mark.parametrize("command", ["run", "bench"])
+def test_unknown_exchange_values(studio_home, command, args, words):
+    assert_rejected(ddpstudio(command, *args), *words)
+    assert_nothing_started(studio_home)

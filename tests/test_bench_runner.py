@@ -83,3 +83,17 @@ def test_a_script_is_stopped_once_its_measured_steps_are_in():
     assert [p.phase for p in seen][0] == "starting" and seen[-1].phase == "done"
     assert {"warmup", "measuring"} <= {p.phase for p in seen}
     assert result.settings["workload"] == "script" and not result.stopped
+
+
+def test_exchange_comparison_adds_staged_and_staged_fp16_sweeps():
+    cpu = detect_inventory(FakeGpuSource([]))
+    variants, notes = Benchmark(recipe_config(compare=["exchange"]), platform=LINUX, machine=cpu).variants()
+    assert [v.label for v in variants] == ["gloo, FileStore, per-rank batch, native exchange",
+                                           "gloo, FileStore, per-rank batch, staged exchange",
+                                           "gloo, FileStore, per-rank batch, staged + fp16 exchange"]
+    assert [(v.request.grad_exchange, v.request.grad_compression) for v in variants] == [
+        ("auto", "none"), ("staged", "none"), ("staged", "fp16")]
+    assert notes == []
+    _, notes = Benchmark(recipe_config(compare=["exchange"]), platform=LINUX,
+                         machine=detect_inventory(fake_gpus(0, 0))).variants()
+    assert notes == ["exchange comparison skipped: the staged exchange needs the Gloo backend"]

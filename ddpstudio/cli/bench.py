@@ -42,9 +42,10 @@ def add_parser(sub) -> None:
                    help="comma-separated world sizes (default: 1,2,4 ... up to the GPU count; 1,2 on the CPU)")
     b.add_argument("--steps", type=int, default=20, help="measured steps per world size (default 20)")
     b.add_argument("--warmup", type=int, default=5, help="steps run first and not counted (default 5)")
-    b.add_argument("--compare", action="append", choices=("backend", "store", "batch"), default=[],
+    b.add_argument("--compare", action="append", choices=("backend", "store", "batch", "exchange"), default=[],
                    help="also run with one choice flipped: backend (Gloo vs NCCL), store (FileStore vs TCP), "
-                        "batch (constant per-rank vs split batch); may be repeated")
+                        "batch (constant per-rank vs split batch), exchange (native vs staged vs staged + fp16 "
+                        "gradient exchange); may be repeated")
     b.add_argument("--samples-per-epoch", type=int, metavar="N",
                    help="epoch size for the time-per-epoch estimate (default: the recipe's dataset)")
     b.add_argument("--csv", metavar="PATH", help="write the table as CSV")

@@ -50,7 +50,7 @@ def collect(force_probe: bool = False) -> dict[str, Any]:
     from ddpstudio import __version__
     from ddpstudio.core.gpu import detect_inventory
     from ddpstudio.core.platform import current
-    from ddpstudio.core.policy import Request, choose_backend, choose_store, choose_world_size
+    from ddpstudio.core.policy import Request, choose_backend, choose_grad_exchange, choose_store, choose_world_size
 
     plat = current()
     inventory = detect_inventory()
@@ -58,6 +58,7 @@ def collect(force_probe: bool = False) -> dict[str, Any]:
     device = "cuda" if backend.value == "nccl" or (inventory.cuda_available and inventory.gpu_count) else "cpu"
     world = choose_world_size(inventory, None, device)
     store = choose_store(plat, Request().store, None)
+    exchange, _ = choose_grad_exchange(Request(), str(backend.value), device)
     report: dict[str, Any] = {
         "ddpstudio": __version__,
         "platform": plat.name,
@@ -67,7 +68,8 @@ def collect(force_probe: bool = False) -> dict[str, Any]:
         "mode": "cpu" if inventory.cpu_mode else "gpu",
         "choice": {"backend": backend.value, "backend_reason": backend.reason,
                    "world_size": world.value, "world_size_reason": world.reason,
-                   "store": store.value, "store_reason": store.reason},
+                   "store": store.value, "store_reason": store.reason,
+                   "grad_exchange": str(exchange.value), "grad_exchange_reason": exchange.reason},
         "libuv": _libuv_fact(plat),
         "network": network_facts(),
         "gloo_cuda_all_reduce": exchange_fact(force_probe),
@@ -119,6 +121,7 @@ def print_human(report: dict[str, Any]) -> None:
     print(f"  backend {choice['backend']}: {choice['backend_reason']}")
     print(f"  world size {choice['world_size']}: {choice['world_size_reason']}")
     print(f"  store {choice['store']}: {choice['store_reason']}")
+    print(f"  gradient exchange {choice['grad_exchange']}: {choice['grad_exchange_reason']}")
     print(f"libuv: {report['libuv']}")
     net = report["network"]
     print(f"network: host {net['hostname']} -> {net['hostname_address'] or 'unresolved'}; "

@@ -50,6 +50,16 @@ def add_parser(sub) -> None:
     dist.add_argument("--store-path", metavar="PATH", help="a fixed FileStore path (or file:// URL)")
     dist.add_argument("--port", type=int, help="TCP store port (default: a free one)")
     dist.add_argument("--rendezvous-timeout", type=float, default=120.0, metavar="SECONDS")
+    # No argparse choices: an unknown value gets the one-line "ddpstudio: error:" from the policy.
+    dist.add_argument("--grad-exchange", default="auto", metavar="auto|native|staged",
+                      help="how gradients travel: native (on their device), staged (through CPU memory, for "
+                           "Gloo on CUDA: pytorch #186535), auto (staged when Gloo would all-reduce CUDA "
+                           "tensors and the check has not shown that to work)")
+    dist.add_argument("--grad-compression", default="none", metavar="none|fp16",
+                      help="fp16: gradients travel as float16, half the bytes (approximate)")
+    dist.add_argument("--no-rank-helper", action="store_true",
+                      help="scripts: do not put DDP Studio's start-up helper on the ranks' import path "
+                           "(no rank reports, no staged exchange)")
     p.add_argument("--json", action="store_true", help="print the protocol events (JSON lines) instead")
     p.add_argument("script_args", nargs="*", help=argparse.SUPPRESS)
     p.set_defaults(func=main)
@@ -60,7 +70,8 @@ def build_request(args: argparse.Namespace):
 
     request = Request(backend=args.backend, world_size=args.world_size, store=args.store,
                       store_path=args.store_path, port=args.port, batch_mode=args.batch_mode,
-                      rendezvous_timeout=args.rendezvous_timeout)
+                      rendezvous_timeout=args.rendezvous_timeout, grad_exchange=args.grad_exchange,
+                      grad_compression=args.grad_compression, rank_helper=not args.no_rank_helper)
     if args.script:
         request.script = ScriptSpec(path=args.script, args=list(args.script_args), style=args.script_style,
                                     dist_args=args.dist_args)

@@ -85,6 +85,9 @@ class Plan:
     script: ScriptSpec | None = None
     effective_batch: int | None = None
     lr: float | None = None
+    grad_exchange: str = "native"  # native | staged (core.exchange.choice.GradExchange)
+    grad_compression: str = "none"  # none | fp16
+    rank_helper: bool = True  # user scripts get the start-up helper (ddpstudio/rank/helper)
 
     @property
     def kind(self) -> str:

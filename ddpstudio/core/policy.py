@@ -14,9 +14,10 @@ import time
 import uuid
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Protocol
+from typing import Callable, Protocol
 
 from ddpstudio.core import paths
+from ddpstudio.core.exchange import choice as exchange_choice
 from ddpstudio.core.plan import Plan, RecipeSpec, ScriptSpec
 from ddpstudio.core.platform import Platform
 
@@ -62,6 +63,9 @@ class Request:
     script: ScriptSpec | None = None
     run_id: str | None = None
     extra_env: dict[str, str] = field(default_factory=dict)
+    grad_exchange: str = "auto"  # auto | native | staged
+    grad_compression: str = "none"  # none | fp16
+    rank_helper: bool = True  # user scripts: the start-up helper that reports ranks and stages gradients
 
 
 def choose_backend(platform: Platform, machine: Machine, requested: str = "auto") -> Decision:
@@ -148,9 +152,32 @@ def effective_batch(batch: int, world_size: int, mode: str) -> tuple[int, int]:
     return batch, batch * world_size
 
 
+def choose_grad_exchange(request: Request, backend: str, device: str,
+                    probe: Callable[[], str | None] | None = None) -> tuple[Decision, Decision]:
+    """The gradient exchange and compression; ``probe`` gives the Gloo CUDA all-reduce check's outcome.
+
+    The probe is asked only when it matters (Gloo on CUDA); by default its cached outcome is read.
+    """
+    outcome = None
+    if backend == "gloo" and device == "cuda":
+        if probe is None:
+            from ddpstudio.core.exchange.probe import cached_outcome as probe
+        outcome = probe()
+    try:
+        mode = exchange_choice.choose_exchange(request.grad_exchange, backend, device, outcome)
+        compression = exchange_choice.choose_compression(request.grad_compression)
+    except exchange_choice.ExchangeError as exc:
+        raise PolicyError(str(exc), exc.field) from exc
+    return Decision(mode.value, mode.reason), Decision(compression.value, compression.reason)
+
+
 def build_plan(request: Request, platform: Platform, machine: Machine,
-               interfaces: dict[str, list[str]] | None = None) -> Plan:
-    """Decide everything; raises :class:`PolicyError` for choices that cannot work."""
+               interfaces: dict[str, list[str]] | None = None,
+               probe: Callable[[], str | None] | None = None) -> Plan:
+    """Decide everything; raises :class:`PolicyError` for choices that cannot work.
+
+    ``probe`` is the seam for the Gloo CUDA all-reduce check (see :func:`choose_grad_exchange`).
+    """
     from ddpstudio.core.launch.commands import console_python
     from ddpstudio.core.launch.interpreter import rank_interpreter
     from ddpstudio.core.rendezvous.ports import find_free_port, libuv_env, tcp_init_url
@@ -166,7 +193,10 @@ def build_plan(request: Request, platform: Platform, machine: Machine,
     store = choose_store(platform, request.store, style)
     run_id = request.run_id or new_run_id()
     run_dir = paths.runs_dir() / run_id
-    reasons = [backend.reason, world.reason, store.reason]
+    exchange, compression = choose_grad_exchange(request, str(backend.value), device, probe)
+    reasons = [backend.reason, world.reason, store.reason, exchange.reason]
+    if compression.reason:
+        reasons.append(compression.reason)
     env: dict[str, str] = {}
 
     store_path, fixed, port = None, False, request.port
@@ -213,6 +243,8 @@ def build_plan(request: Request, platform: Platform, machine: Machine,
         store_is_fixed=fixed, master_addr="127.0.0.1", master_port=port, env=env, reasons=reasons,
         rendezvous_timeout=request.rendezvous_timeout, python=interpreter.executable,
         recipe=recipe, script=request.script, effective_batch=eff, lr=lr,
+        grad_exchange=str(exchange.value), grad_compression=str(compression.value),
+        rank_helper=request.rank_helper,
     )
 
 

@@ -22,6 +22,7 @@ STOP_FILE_ENV = "DDPSTUDIO_STOP_FILE"
 RUN_STARTED = "run_started"
 RANK_STARTED = "rank_started"
 RANK_JOINED = "rank_joined"
+RANK_LEFT = "rank_left"  # a script's rank called destroy_process_group (reported by the rank helper)
 STEP = "step"
 GLOBAL_STEP = "global_step"
 EPOCH_END = "epoch_end"
@@ -38,6 +39,7 @@ KNOWN_TYPES = frozenset(
         RUN_STARTED,
         RANK_STARTED,
         RANK_JOINED,
+        RANK_LEFT,
         STEP,
         GLOBAL_STEP,
         EPOCH_END,

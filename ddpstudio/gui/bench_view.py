@@ -24,7 +24,8 @@ from ddpstudio.gui.bench_results import BenchTable, SpeedupChart
 from ddpstudio.gui.setup_form import ERROR_COLOUR, INVALID_STYLE
 from ddpstudio.gui.workers import Workers
 
-COMPARE = {"backend": "Gloo vs NCCL", "store": "FileStore vs TCP store", "batch": "per-rank vs split batch"}
+COMPARE = {"backend": "Gloo vs NCCL", "store": "FileStore vs TCP store", "batch": "per-rank vs split batch",
+           "exchange": "native vs staged (+fp16) gradient exchange"}
 PHASES = {"starting": "starting", "warmup": "warming up", "measuring": "measuring", "done": "done",
           "failed": "failed"}
 

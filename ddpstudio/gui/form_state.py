@@ -44,6 +44,9 @@ class SetupState:
     workers: int = 0
     checkpoint_dir: str = ""
     resume: bool = False
+    grad_exchange: str = "auto"  # auto | native | staged
+    grad_compression: str = "none"  # none | fp16
+    rank_helper: bool = True  # scripts: DDP Studio's start-up helper on the ranks' path
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -75,7 +78,8 @@ class SetupState:
                           store={"fresh": "auto", "fixed": "file", "tcp": "tcp"}.get(self.store, self.store),
                           store_path=self.store_path.strip() or None if self.store == "fixed" else None,
                           port=self.port or None if self.store == "tcp" else None,
-                          batch_mode=self.batch_mode)
+                          batch_mode=self.batch_mode, grad_exchange=self.grad_exchange,
+                          grad_compression=self.grad_compression, rank_helper=self.rank_helper)
         if self.is_script:
             try:
                 args = shlex.split(self.script_args)
@@ -102,7 +106,8 @@ class FieldError(ValueError):
 
 def from_plan(plan: Plan) -> SetupState:
     """The form for "run again" of a run whose form was not saved (e.g. started from the CLI)."""
-    state = SetupState(world_size=plan.world_size, backend=plan.backend)
+    state = SetupState(world_size=plan.world_size, backend=plan.backend, grad_exchange=plan.grad_exchange,
+                       grad_compression=plan.grad_compression, rank_helper=plan.rank_helper)
     if plan.store == "tcp":
         state.store = "tcp"
     elif plan.store_is_fixed and plan.store_path:

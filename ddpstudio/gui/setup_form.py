@@ -74,6 +74,16 @@ class SetupForm(QWidget):
                              ("fixed", "FileStore at a fixed path"), ("tcp", "TCP store")])
         e["store_path"] = PathEdit(NEW_FILE, "Store file", dialogs, r"e.g. D:\pg")
         e["port"] = _spin(0, 65535, special="pick a free port")
+        e["grad_exchange"] = _combo([("auto", "auto"), ("native", "native: on the gradients' device"),
+                                     ("staged", "staged: through CPU memory")])
+        e["grad_exchange"].setToolTip("Staged copies each gradient bucket to CPU memory and all-reduces it there: "
+                                      "Gloo's all-reduce of CUDA tensors crashes on Windows (pytorch #186535). "
+                                      "Auto stages when that could happen; the reason shows with the decisions.")
+        e["grad_compression"] = _combo([("none", "none: full precision"),
+                                        ("fp16", "fp16: half the bytes, approximate")])
+        e["rank_helper"] = QCheckBox("Rank helper in my script (reports ranks, stages gradients)")
+        e["rank_helper"].setToolTip("Puts DDP Studio's start-up helper on the ranks' import path; "
+                                    "your script is not changed")
         e["batch_size"] = _spin(1, 1 << 20)
         e["batch_mode"] = _combo([("per-rank", "per rank: keep it on every rank"),
                                   ("split", "split it over the ranks")])
@@ -99,7 +109,8 @@ class SetupForm(QWidget):
             ("dist_args", "Distributed args:"), ("script_cwd", "&Working folder:")])
         dist = self._group("Distributed", [
             ("world_size", "Ranks:"), ("backend", "&Backend:"), ("store", "St&ore:"),
-            ("store_path", "Store path:"), ("port", "Port:")])
+            ("store_path", "Store path:"), ("port", "Port:"), ("grad_exchange", "Gradient exchange:"),
+            ("grad_compression", "Gradient compression:"), ("rank_helper", "")])
         self.training = self._group("Training", [
             ("batch_size", "Batch si&ze:"), ("batch_mode", "Batch mode:"), ("scale_lr", ""),
             ("lr", "Learning rate:"), ("epochs", "&Epochs:"), ("max_steps", "Max ste&ps:"),
@@ -179,13 +190,15 @@ class SetupForm(QWidget):
             batch_size=e["batch_size"].value(), batch_mode=e["batch_mode"].currentData(),
             scale_lr=e["scale_lr"].isChecked(), lr=e["lr"].value(), epochs=e["epochs"].value(),
             max_steps=e["max_steps"].value(), workers=e["workers"].value(),
-            checkpoint_dir=e["checkpoint_dir"].text(), resume=e["resume"].isChecked())
+            checkpoint_dir=e["checkpoint_dir"].text(), resume=e["resume"].isChecked(),
+            grad_exchange=e["grad_exchange"].currentData(), grad_compression=e["grad_compression"].currentData(),
+            rank_helper=e["rank_helper"].isChecked())
 
     def set_state(self, state: SetupState) -> None:
         e = self.editors
         blockers = [editor.blockSignals(True) for editor in e.values()]
         try:
-            for name in ("workload", "data", "backend", "store", "batch_mode"):
+            for name in ("workload", "data", "backend", "store", "batch_mode", "grad_exchange", "grad_compression"):
                 index = e[name].findData(getattr(state, name))
                 e[name].setCurrentIndex(max(index, 0))
             e["model"].setCurrentText(state.model)
@@ -196,6 +209,7 @@ class SetupForm(QWidget):
                 e[name].setValue(getattr(state, name))
             e["scale_lr"].setChecked(state.scale_lr)
             e["resume"].setChecked(state.resume)
+            e["rank_helper"].setChecked(state.rank_helper)
         finally:
             for editor, was in zip(e.values(), blockers):
                 editor.blockSignals(was)
@@ -217,6 +231,7 @@ class SetupForm(QWidget):
         self._set_row_visible("dist_args", s.workload == "script-args")
         self._set_row_visible("store_path", s.store == "fixed")
         self._set_row_visible("port", s.store == "tcp")
+        self._set_row_visible("rank_helper", not recipe)
         self.training.setVisible(recipe)
 
     def set_world_hint(self, ranks: int) -> None:

@@ -60,7 +60,8 @@ class Trainer:
             world_size=self.world_size,
             timeout=timedelta(seconds=self.plan.rendezvous_timeout),
         )
-        self.emit.emit(protocol.RANK_JOINED, pid=os.getpid(), device=str(self.device))
+        self.emit.emit(protocol.RANK_JOINED, pid=os.getpid(), device=str(self.device),
+                       grad_exchange=self.plan.grad_exchange, grad_compression=self.plan.grad_compression)
         spec = self.spec
         torch.manual_seed(spec.seed)
         dataset, classes = build_dataset(spec)
@@ -78,6 +79,9 @@ class Trainer:
                 "lower the batch size or add data")
         model = torchvision.models.get_model(spec.model, weights=None, num_classes=classes).to(self.device)
         self.model = DDP(model, device_ids=[self.local_rank] if self.device.type == "cuda" else None)
+        from ddpstudio.rank.staged import register
+
+        register(self.model, self.plan.grad_exchange, self.plan.grad_compression)
         self.lr = spec.lr * (self.world_size if spec.scale_lr else 1)
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=self.lr, momentum=0.9, weight_decay=1e-4)
         self.use_amp = spec.amp and self.device.type == "cuda"
@@ -127,7 +131,9 @@ class Trainer:
         import torch
         import torch.distributed as dist
 
-        t = torch.tensor([value], dtype=torch.float64, device=self.device)
+        # Staged: never hand Gloo a CUDA tensor to all-reduce (pytorch #186535).
+        device = "cpu" if self.plan.grad_exchange == "staged" else self.device
+        t = torch.tensor([value], dtype=torch.float64, device=device)
         dist.all_reduce(t)
         return t.item() / self.world_size
 

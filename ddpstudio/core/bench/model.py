@@ -11,7 +11,7 @@ from typing import Any
 
 from ddpstudio.core.policy import Request
 
-COMPARISONS = ("backend", "store", "batch")
+COMPARISONS = ("backend", "store", "batch", "exchange")
 OK, FAILED, STOPPED = "ok", "failed", "stopped"
 
 
@@ -24,7 +24,8 @@ class BenchConfig:
     ``world_sizes`` in turn. ``None`` world sizes: 1, 2, 4 ... up to the GPU
     count (1 and 2 on the CPU). ``compare`` adds whole sweeps with one choice
     flipped: "backend" (Gloo vs NCCL), "store" (FileStore vs TCP), "batch"
-    (constant per-rank batch vs one global batch split over the ranks).
+    (constant per-rank batch vs one global batch split over the ranks),
+    "exchange" (native vs staged vs staged + fp16 gradient exchange).
     """
 
     request: Request

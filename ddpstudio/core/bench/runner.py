@@ -37,8 +37,14 @@ class Variant:
     label: str
 
 
-def describe(request: Request, backend: str, store: str) -> str:
-    return f"{backend}, {'FileStore' if store == 'file' else 'TCP store'}, {request.batch_mode} batch"
+EXCHANGES = (("native", "none"), ("staged", "none"), ("staged", "fp16"))  # what "exchange" compares
+
+
+def describe(request: Request, backend: str, store: str, exchange: tuple[str, str] | None = None) -> str:
+    label = f"{backend}, {'FileStore' if store == 'file' else 'TCP store'}, {request.batch_mode} batch"
+    if exchange is not None:
+        label += f", {exchange[0]}{' + fp16' if exchange[1] == 'fp16' else ''} exchange"
+    return label
 
 
 class Benchmark:
@@ -78,20 +84,37 @@ class Benchmark:
         """The user's request first, then one per comparison that this machine can make; plus notes."""
         base = self.config.request
         probe = self._plan(base, 1)
-        out = [Variant(base, describe(base, probe.backend, probe.store))]
+        labelled = "exchange" in self.config.compare  # labels name the exchange only when it is compared
+
+        def label(request: Request, plan: Plan) -> str:
+            return describe(request, plan.backend, plan.store,
+                            (plan.grad_exchange, plan.grad_compression) if labelled else None)
+
+        out = [Variant(base, label(base, probe))]
         notes: list[str] = []
         for what in self.config.compare:
-            other, why_not = self._flipped(base, what, probe)
-            if other is None:
+            others, why_not = self._flipped_all(base, what, probe)
+            if not others:
                 notes.append(why_not)
-                continue
-            try:
-                flipped = self._plan(other, 1)
-            except PolicyError as exc:
-                notes.append(f"{what} comparison skipped: {exc}")
-                continue
-            out.append(Variant(other, describe(other, flipped.backend, flipped.store)))
+            for other in others:
+                try:
+                    flipped = self._plan(other, 1)
+                except PolicyError as exc:
+                    notes.append(f"{what} comparison skipped: {exc}")
+                    continue
+                out.append(Variant(other, label(other, flipped)))
         return out, notes
+
+    def _flipped_all(self, base: Request, what: str, probe: Plan) -> tuple[list[Request], str]:
+        """The requests ``what`` adds (the exchange comparison adds two); none, with why, if it cannot run."""
+        if what != "exchange":
+            other, why_not = self._flipped(base, what, probe)
+            return ([other] if other is not None else []), why_not
+        if probe.backend != "gloo":
+            return [], "exchange comparison skipped: the staged exchange needs the Gloo backend"
+        own = (probe.grad_exchange, probe.grad_compression)
+        return [replace(base, grad_exchange=mode, grad_compression=compression)
+                for mode, compression in EXCHANGES if (mode, compression) != own], ""
 
     def check(self) -> None:
         """Raise PolicyError/ValueError now for anything that cannot run, before launching."""
@@ -102,7 +125,7 @@ class Benchmark:
             raise ValueError(f"warm up for at least 1 step (got {c.warmup}): the first step is never typical")
         unknown = [w for w in c.compare if w not in COMPARISONS]
         if unknown:
-            raise ValueError(f"unknown comparison {unknown[0]!r}: choose backend, store or batch")
+            raise ValueError(f"unknown comparison {unknown[0]!r}: choose {', '.join(COMPARISONS)}")
         variants, _ = self.variants()
         for variant in variants:
             for ws in self.world_sizes():

@@ -5,7 +5,9 @@ from __future__ import annotations
 import ntpath
 import os
 import shlex
+from pathlib import Path
 
+from ddpstudio.core.exchange.choice import COMPRESSION_ENV, EXCHANGE_ENV
 from ddpstudio.core.plan import Plan
 from ddpstudio.core.platform import Platform
 from ddpstudio.core.launch.rundir import RunDir
@@ -70,4 +72,19 @@ def rank_env(plan: Plan, rank: int, events_dir: str, base: dict[str, str] | None
     # Same default as torchrun: several ranks sharing the cores should not each spawn a thread per core.
     env.setdefault("OMP_NUM_THREADS", "1")
     env.update(plan.env)
+    return add_exchange_env(plan, env)
+
+
+def rank_helper_dir() -> str:
+    """The folder holding only the rank helper's ``sitecustomize`` (docs/exchange.md)."""
+    return str(Path(__file__).resolve().parents[2] / "rank" / "helper")
+
+
+def add_exchange_env(plan: Plan, env: dict[str, str]) -> dict[str, str]:
+    """The exchange mode for every rank; a user script's ranks also get the helper first on PYTHONPATH."""
+    env[EXCHANGE_ENV] = plan.grad_exchange
+    env[COMPRESSION_ENV] = plan.grad_compression
+    if plan.script is not None and plan.rank_helper:
+        kept = env.get("PYTHONPATH", "")
+        env["PYTHONPATH"] = rank_helper_dir() + (os.pathsep + kept if kept else "")
     return env

@@ -1,0 +1,78 @@
+"""DDP Studio's rank helper, run by Python at start-up in each rank of a user's script.
+
+The launcher puts this folder (and nothing else: no module of ours may shadow
+a user's) first on the ranks' PYTHONPATH; ``site`` imports the first
+``sitecustomize`` it finds, so this one runs the one it shadows, then waits.
+It imports nothing heavy itself: a finder on ``sys.meta_path`` notices when
+the script imports ``torch.distributed`` and only then hands the module to
+:mod:`ddpstudio.rank.script_hooks` (rank reports, staged gradient exchange).
+A failure here is printed as one line and never stops the script.
+"""
+
+import os
+import sys
+
+WATCHED = "torch.distributed"
+HOOKS = "ddpstudio.rank.script_hooks"
+
+
+def _warn(what, exc):
+    print(f"ddpstudio rank helper: {what}: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+
+
+def _chain():
+    """Run the ``sitecustomize`` this one shadows (a venv's or a distribution's), as ``site`` would."""
+    from importlib.machinery import PathFinder
+    from importlib.util import module_from_spec
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    rest = [p for p in sys.path if os.path.abspath(p or os.curdir) != here]
+    spec = PathFinder.find_spec("sitecustomize", rest)
+    if spec is None or spec.loader is None:
+        return
+    try:
+        spec.loader.exec_module(module_from_spec(spec))
+    except Exception as exc:  # site.py reports its own sitecustomize's errors the same way
+        _warn(f"the sitecustomize in {spec.origin} failed", exc)
+
+
+class _Watch:
+    """A meta-path finder that never finds anything: it wraps ``torch.distributed``'s loader once."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name != WATCHED:
+            return None
+        sys.meta_path.remove(self)
+        for finder in sys.meta_path:
+            find = getattr(finder, "find_spec", None)
+            spec = find(name, path, target) if find else None
+            if spec is not None:
+                break
+        else:
+            return None
+        loader = spec.loader
+        original = getattr(loader, "exec_module", None)
+        if original is None:
+            return spec
+
+        def exec_module(module):
+            original(module)
+            try:
+                __import__(HOOKS)
+                sys.modules[HOOKS].install(module)
+            except Exception as exc:
+                _warn("could not watch torch.distributed (the run continues without it)", exc)
+
+        loader.exec_module = exec_module
+        return spec
+
+
+_chain()
+if WATCHED in sys.modules:  # imported by the chained sitecustomize: too late to watch, hook it now
+    try:
+        __import__(HOOKS)
+        sys.modules[HOOKS].install(sys.modules[WATCHED])
+    except Exception as exc:
+        _warn("could not hook torch.distributed", exc)
+else:
+    sys.meta_path.insert(0, _Watch())

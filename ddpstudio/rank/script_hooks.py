@@ -1,0 +1,157 @@
+"""What the rank helper installs into a user's script once the script imports ``torch.distributed``.
+
+- ``init_process_group`` -> a ``rank_joined`` event (rank, world size,
+  backend, device, pid, and the gradient exchange this rank really runs);
+  ``destroy_process_group`` -> ``rank_left``.
+- Exchange ``staged`` (pytorch #186535): ``all_reduce`` of a CUDA tensor on a
+  Gloo group is done on a CPU copy, and every ``DistributedDataParallel`` on
+  a Gloo group gets the staged communication hook (:mod:`ddpstudio.rank.staged`).
+- Compression ``fp16``: DDP on a Gloo group gets the float16 hook of its mode.
+
+:func:`install` runs while ``import torch`` is still under way (torch imports
+``torch.distributed`` from its ``__init__``), so it only swaps attributes;
+torch's other modules are imported later, inside the wrappers.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+from types import ModuleType
+from typing import Any
+
+from ddpstudio.core import protocol
+from ddpstudio.core.exchange.choice import COMPRESSION_ENV, EXCHANGE_ENV
+from ddpstudio.rank.emit import Emitter, rank_from_env
+
+MARK = "_ddpstudio_hooked"
+
+
+def settings() -> tuple[str, str]:
+    """(exchange mode, compression) the launcher asked for."""
+    return os.environ.get(EXCHANGE_ENV, "native"), os.environ.get(COMPRESSION_ENV, "none")
+
+
+def install(dist: ModuleType) -> None:
+    """Wrap ``dist``'s functions (and ``distributed_c10d``'s, which torch itself calls); once only."""
+    if getattr(dist, MARK, False) or not dist.is_available():
+        return
+    setattr(dist, MARK, True)
+    c10d = sys.modules.get("torch.distributed.distributed_c10d")
+    mode, compression = settings()
+    state = _State(dist, Emitter(rank_from_env()), mode, compression)
+    wrappers = {"init_process_group": state.wrap_init, "destroy_process_group": state.wrap_destroy}
+    if mode == "staged":
+        wrappers["all_reduce"] = state.wrap_all_reduce
+    for name, wrap in wrappers.items():
+        original = getattr(dist, name)
+        wrapped = wrap(original)
+        setattr(dist, name, wrapped)
+        if c10d is not None and getattr(c10d, name, None) is original:
+            setattr(c10d, name, wrapped)
+
+
+class _State:
+    def __init__(self, dist: ModuleType, emitter: Emitter, mode: str, compression: str) -> None:
+        self.dist, self.emitter, self.mode, self.compression = dist, emitter, mode, compression
+        self.real_all_reduce = dist.all_reduce
+
+    def running_mode(self) -> str:
+        """What this rank's gradients actually do: staged only on a Gloo default group."""
+        return "staged" if self.mode == "staged" and self.dist.get_backend() == "gloo" else "native"
+
+    def wrap_init(self, original: Any) -> Any:
+        @functools.wraps(original)
+        def init_process_group(*args: Any, **kwargs: Any) -> Any:
+            result = original(*args, **kwargs)
+            _hook_ddp(self)
+            self._joined()
+            return result
+
+        return init_process_group
+
+    def wrap_destroy(self, original: Any) -> Any:
+        @functools.wraps(original)
+        def destroy_process_group(group: Any = None) -> Any:
+            whole = group is None and self.dist.is_initialized()
+            rank = self.dist.get_rank() if whole else None
+            result = original(group)
+            if whole:
+                self.emitter.emit(protocol.RANK_LEFT, rank=rank, pid=os.getpid())
+            return result
+
+        return destroy_process_group
+
+    def wrap_all_reduce(self, original: Any) -> Any:
+        self.real_all_reduce = original
+
+        @functools.wraps(original)
+        def all_reduce(tensor: Any, op: Any = None, group: Any = None, async_op: bool = False) -> Any:
+            from ddpstudio.rank import staged  # imports torch: only once the script calls this
+
+            op = self.dist.ReduceOp.SUM if op is None else op
+            if staged.needs_staging(tensor, group):
+                return staged.staged_all_reduce(tensor, op, group, async_op, reduce=original)
+            return original(tensor, op=op, group=group, async_op=async_op)
+
+        return all_reduce
+
+    def _joined(self) -> None:
+        import torch
+
+        dist = self.dist
+        if torch.cuda.is_available() and torch.cuda.is_initialized():
+            device = f"cuda:{torch.cuda.current_device()}"
+        else:
+            device = "cuda" if torch.cuda.is_available() else "cpu"  # not touched yet: index unknown
+        self.emitter.rank = dist.get_rank()
+        self.emitter.emit(protocol.RANK_JOINED, pid=os.getpid(), world_size=dist.get_world_size(),
+                          backend=str(dist.get_backend()), device=device, grad_exchange=self.running_mode(),
+                          grad_compression=self.compression, source="rank helper")
+
+
+def _hook_ddp(state: _State) -> None:
+    """Every DDP on a Gloo group gets the exchange's hook at its first forward (once torch is whole).
+
+    At the first forward, not in ``__init__``: a script that registers its own
+    hook after building the model keeps it (DDP takes one hook only).
+    """
+    if state.mode != "staged" and state.compression != "fp16":
+        return
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    from ddpstudio.rank.staged import register
+
+    if getattr(DDP, MARK, False):
+        return
+    DDP.__init__ = _wrap_ddp_init(DDP.__init__, state, register)
+    setattr(DDP, MARK, True)
+
+
+def _wrap_ddp_init(original: Any, state: _State, register: Any) -> Any:
+    @functools.wraps(original)
+    def __init__(model: Any, *args: Any, **kwargs: Any) -> None:
+        original(model, *args, **kwargs)
+        if state.dist.get_backend(model.process_group) != "gloo":
+            return
+        handle = None
+
+        def first_forward(module: Any, _inputs: Any) -> None:
+            handle.remove()
+            if module._comm_hooks:
+                _warn(state, "the script registered its own DDP communication hook; DDP Studio's is not added")
+                return
+            try:
+                register(module, state.mode, state.compression, module.process_group)
+            except RuntimeError as exc:  # a built-in hook registered by the script
+                _warn(state, f"DDP Studio's communication hook was not added: {exc}")
+
+        handle = model.register_forward_pre_hook(first_forward)
+
+    return __init__
+
+
+def _warn(state: _State, message: str) -> None:
+    state.emitter.emit(protocol.WARNING, message=message)
+    print(f"ddpstudio rank helper: {message}", file=sys.stderr, flush=True)

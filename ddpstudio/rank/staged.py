@@ -1,0 +1,146 @@
+"""The staged gradient exchange: DDP buckets all-reduced in CPU memory with Gloo, never on the GPU.
+
+Gloo's all-reduce of a CUDA tensor dies with an access violation on Windows
+builds (pytorch #186535: ``ProcessGroupGlooCuda.cpp`` is compiled only
+``if(NOT WIN32)``), and DDP's reducer all-reduces each gradient bucket on the
+device of the parameters. The hook here copies each bucket into a reused
+(pinned, when CUDA) CPU buffer, averages it there, and copies it back. It
+returns Gloo's future, chained, so DDP keeps overlapping buckets with the
+backward pass as far as Gloo allows. The hook API is torch's
+``ddp_comm_hooks/default_hooks.py``: ``hook(state, bucket) -> Future[Tensor]``.
+
+Optional fp16 compression (either mode): the bucket travels as float16 (half
+the bytes) and is cast back, so the result is approximate.
+"""
+
+# No ``from __future__ import annotations``: DDP compares the hook's annotations with the real
+# objects (dist.GradBucket, Future[Tensor]) and rejects strings (torch/nn/parallel/distributed.py).
+import os
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+STAGED, NATIVE, FP16 = "staged", "native", "fp16"  # core.exchange.choice's values
+# "1": copy CPU buckets too, the path a CUDA bucket takes (the seam tests without a GPU use).
+STAGE_CPU_ENV = "DDPSTUDIO_STAGE_CPU_BUCKETS"
+
+
+class StagedState:
+    """The hook's state: the process group and one reused CPU buffer per bucket index."""
+
+    def __init__(self, group: Any = None, fp16: bool = False, stage_cpu: bool | None = None) -> None:
+        self.group = group
+        self.fp16 = fp16
+        self.stage_cpu = os.environ.get(STAGE_CPU_ENV) == "1" if stage_cpu is None else stage_cpu
+        self.buffers: dict[int, torch.Tensor] = {}
+
+    def buffer(self, index: int, like: torch.Tensor) -> torch.Tensor:
+        """A CPU buffer for bucket ``index``; reallocated only when the bucket's size or type changes.
+
+        DDP rebuilds its buckets once after the first step, so sizes settle then.
+        """
+        dtype = torch.float16 if self.fp16 else like.dtype
+        buf = self.buffers.get(index)
+        if buf is None or buf.numel() != like.numel() or buf.dtype != dtype:
+            pin = like.is_cuda  # pinned memory makes the device copies DMA; pointless on the CPU
+            buf = torch.empty(like.numel(), dtype=dtype, pin_memory=pin)
+            self.buffers[index] = buf
+        return buf
+
+
+def staged_hook(state: StagedState, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
+    """Copy the bucket to CPU memory, average it there with Gloo, copy it back into the bucket.
+
+    A full-precision bucket that already lives in CPU memory is averaged in
+    place: a copy would change nothing but the cost (so on the CPU staged costs
+    only the hook; fp16 still goes through the float16 buffer).
+    """
+    grad = bucket.buffer()
+    group = state.group if state.group is not None else dist.group.WORLD
+    if not (grad.is_cuda or state.fp16 or state.stage_cpu):
+        grad.div_(group.size())
+        return dist.all_reduce(grad, group=group, async_op=True).get_future().then(lambda fut: fut.value()[0])
+    buf = state.buffer(bucket.index(), grad)
+    # A blocking copy: the gradients are final once it returns, whatever stream produced them.
+    buf.copy_(grad.view(-1))
+    # Divide first (as torch's own hooks do) so float16 sums cannot overflow.
+    buf.div_(group.size())
+
+    def copy_back(fut: torch.futures.Future) -> torch.Tensor:
+        fut.value()  # re-raises a failed all-reduce
+        grad.view(-1).copy_(buf)  # blocking: the values are on the device before DDP reads them
+        return grad
+
+    return dist.all_reduce(buf, group=group, async_op=True).get_future().then(copy_back)
+
+
+def register(model: Any, mode: str, compression: str = "none", group: Any = None) -> str:
+    """Register the hook ``mode``/``compression`` need on a DDP model; returns the mode it runs.
+
+    ``native`` with fp16 uses torch's ``fp16_compress_hook`` (which all-reduces
+    on the gradients' device); ``native`` without compression registers nothing.
+    """
+    fp16 = compression == FP16
+    if mode == STAGED:
+        model.register_comm_hook(StagedState(group, fp16), staged_hook)
+        return STAGED
+    if fp16:
+        from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import fp16_compress_hook
+
+        model.register_comm_hook(group, fp16_compress_hook)
+    return NATIVE
+
+
+class StagedWork:
+    """What an ``async_op`` staged all-reduce returns: waits, then copies the result back."""
+
+    def __init__(self, work: Any, tensor: torch.Tensor, staged: torch.Tensor) -> None:
+        self._work, self._tensor, self._staged = work, tensor, staged
+        self._copied = False
+
+    def _copy_back(self) -> None:
+        if not self._copied:
+            self._tensor.copy_(self._staged)
+            self._copied = True
+
+    def wait(self, timeout: Any = None) -> bool:
+        ok = self._work.wait() if timeout is None else self._work.wait(timeout)
+        self._copy_back()
+        return ok
+
+    def is_completed(self) -> bool:
+        return self._work.is_completed()
+
+    def is_success(self) -> bool:
+        return self._work.is_success()
+
+    def get_future(self) -> torch.futures.Future:
+        def done(fut: torch.futures.Future) -> list[torch.Tensor]:
+            fut.value()
+            self._copy_back()
+            return [self._tensor]
+
+        return self._work.get_future().then(done)
+
+
+def staged_all_reduce(tensor: torch.Tensor, op: Any = dist.ReduceOp.SUM, group: Any = None,
+                      async_op: bool = False, *, reduce: Any = None) -> Any:
+    """``dist.all_reduce`` of a (CUDA) tensor done on a CPU copy; ``reduce`` is the real all-reduce."""
+    reduce = reduce or dist.all_reduce
+    staged = tensor.detach().to("cpu", copy=True)
+    work = reduce(staged, op=op, group=group, async_op=async_op)
+    if async_op:
+        return StagedWork(work, tensor, staged)
+    tensor.copy_(staged)
+    return work
+
+
+def needs_staging(tensor: Any, group: Any = None) -> bool:
+    """A CUDA tensor about to be all-reduced by Gloo: the case pytorch #186535 crashes on."""
+    if not isinstance(tensor, torch.Tensor) or not tensor.is_cuda:
+        return False
+    try:
+        return dist.get_backend(group) == "gloo"
+    except (RuntimeError, ValueError):
+        return False

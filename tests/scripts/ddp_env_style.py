@@ -1,0 +1,33 @@
+"""A plain torchrun-style DDP script (knows nothing of DDP Studio): env://, DDP, all_reduce, print.
+
+Prints the loss each step, and at the end the names of the communication
+hooks its DDP model runs (none of its own), so a test can see what ran.
+"""
+
+import os
+import sys
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+steps = int(sys.argv[1]) if len(sys.argv) > 1 else 10
+dist.init_process_group("gloo", init_method="env://")
+rank, world = dist.get_rank(), dist.get_world_size()
+assert world == int(os.environ["WORLD_SIZE"])
+torch.manual_seed(0)
+model = DDP(torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 1)))
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+g = torch.Generator().manual_seed(100 + rank)
+x = torch.randn(64, 8, generator=g)
+y = x.sum(dim=1, keepdim=True) * 0.5
+for i in range(steps):
+    loss = torch.nn.functional.mse_loss(model(x), y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    mean = loss.detach().clone()
+    dist.all_reduce(mean)
+    print(f"rank {rank} step {i + 1} loss: {mean.item() / world:.6f}", flush=True)
+print(f"rank {rank} comm hooks: {[hook.__name__ for hook, _ in model._comm_hooks]}", flush=True)
+dist.destroy_process_group()

@@ -1,0 +1,73 @@
+"""The rank helper (ddpstudio/rank/helper/sitecustomize.py) in real interpreters, and the staged all-reduce."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from ddpstudio.core.exchange.choice import EXCHANGE_ENV
+from ddpstudio.core.launch.commands import rank_helper_dir
+
+
+def python(code: str, *paths, **env: str) -> subprocess.CompletedProcess:
+    full = {**os.environ, **env,
+            "PYTHONPATH": os.pathsep.join([rank_helper_dir(), *map(str, paths), os.environ.get("PYTHONPATH", "")])}
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=full)
+
+
+def test_chains_to_the_sitecustomize_it_shadows_and_loads_nothing_heavy(tmp_path):
+    (tmp_path / "sitecustomize.py").write_text("print('their sitecustomize ran')\n")
+    res = python("import sys; print(sorted(m for m in ('torch', 'ddpstudio') if m in sys.modules))", tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.splitlines() == ["their sitecustomize ran", "[]"]
+
+
+def test_a_broken_chained_sitecustomize_is_one_line_and_the_script_runs(tmp_path):
+    (tmp_path / "sitecustomize.py").write_text("raise RuntimeError('their bug')\n")
+    res = python("print('script ran')", tmp_path)
+    assert res.returncode == 0 and res.stdout == "script ran\n"
+    assert res.stderr.count("ddpstudio rank helper:") == 1 and "their bug" in res.stderr
+
+
+CHECK = ("import torch, torch.distributed as dist, torch.distributed.distributed_c10d as c10d; "
+         "ours = lambda f: 'script_hooks' in f.__code__.co_filename; "
+         "print(ours(dist.init_process_group), ours(dist.all_reduce), "
+         "c10d.all_reduce is dist.all_reduce, c10d.init_process_group is dist.init_process_group)")
+
+
+def test_staged_wraps_all_reduce_and_native_only_the_reports():
+    staged = python(CHECK, **{EXCHANGE_ENV: "staged"})
+    assert staged.returncode == 0, staged.stderr
+    assert staged.stdout.split() == ["True", "True", "True", "True"]
+    native = python(CHECK, **{EXCHANGE_ENV: "native"})
+    assert native.stdout.split() == ["True", "False", "True", "True"], native.stderr
+    plain = subprocess.run([sys.executable, "-c", CHECK], capture_output=True, text=True, timeout=120)
+    assert plain.stdout.split()[:2] == ["False", "False"], "without the helper torch stays untouched"
+
+
+RANK = """
+import sys, torch, torch.distributed as dist
+from ddpstudio.rank.staged import staged_all_reduce
+rank = int(sys.argv[1])
+dist.init_process_group("gloo", init_method=sys.argv[2], rank=rank, world_size=2)
+t = torch.full((5,), float(rank + 1))
+assert staged_all_reduce(t) is None and t.tolist() == [3.0] * 5
+u = torch.full((3,), float(rank + 1))
+work = staged_all_reduce(u, async_op=True)
+assert work.wait() and u.tolist() == [3.0] * 3
+v = torch.full((2,), 2.0 * (rank + 1))
+fut = staged_all_reduce(v, dist.ReduceOp.MAX, async_op=True).get_future()
+assert fut.wait()[0] is v and v.tolist() == [4.0, 4.0]
+dist.destroy_process_group()
+print("ok")
+"""
+
+
+def test_staged_all_reduce_sync_async_and_future_in_a_real_gloo_group(tmp_path):
+    url = (tmp_path / "store").as_uri()
+    procs = [subprocess.Popen([sys.executable, "-c", RANK, str(r), url], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for r in (0, 1)]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    assert [o[0] for o in outs] == ["ok\n", "ok\n"]
