@@ -85,6 +85,7 @@ class Plan:
     script: ScriptSpec | None = None
     effective_batch: int | None = None
     lr: float | None = None
+    origin: str = "run"  # run | bench: who started it (the scaling benchmark's runs are kept as runs too)
 
     @property
     def kind(self) -> str:
