@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+from pathlib import Path
 
 from ddpstudio.core.metrics import rows
-from ddpstudio.core.metrics.catalog import RunEntry, higher_is_better
-from ddpstudio.core.metrics.history import RunHistory, Track
+from ddpstudio.core.metrics.catalog import RunEntry, entry, higher_is_better
+from ddpstudio.core.metrics.history import RunHistory, Track, read_history
 
 
 class XAxis(enum.StrEnum):
@@ -130,3 +131,24 @@ def summarize(runs: list[Compared], quantity: Quantity, threshold: float | None)
         table.append(SummaryRow(run.label, run.entry.duration_s, reached, track.value[-1] if track.value else None,
                                 best, rate, speedup, basis))
     return table
+
+
+def load(run_dirs: list[str]) -> list[Compared]:
+    """The runs in these folders, in the order given (folders that are not runs are left out)."""
+    found = []
+    for folder in run_dirs:
+        e = entry(Path(folder))
+        if e is not None:
+            found.append(Compared(e, read_history(folder)))
+    return found
+
+
+def default_threshold(runs: list[Compared], quantity: Quantity) -> float | None:
+    """A threshold every run reached: the worst final value among them (None for throughput)."""
+    if quantity is Quantity.THROUGHPUT:
+        return None
+    finals = [r.history.track(metric_for(r.history, quantity)).value[-1:] for r in runs]
+    finals = [f[0] for f in finals if f]
+    if not finals:
+        return None
+    return min(finals) if higher_better(quantity) else max(finals)
