@@ -88,7 +88,8 @@ def snapshot_rows(snapshot: Any, rank_of: dict[int, int], t0: float) -> list[Row
             out.append(row(GPU_MEM_GB, gpu.index, None, t, gpu.memory_used_mb / 1024))
     for proc in snapshot.processes:
         rank = rank_of.get(proc.pid)
-        if rank is not None:
+        # A rank that has exited but is not yet reaped reads 0 bytes (a zombie, on Linux): not a measurement.
+        if rank is not None and proc.rss_mb > 0:
             out.append(row(CPU_PCT, rank, None, t, proc.cpu_pct))
             out.append(row(RSS_MB, rank, None, t, proc.rss_mb))
     return out
