@@ -106,9 +106,16 @@ def test_x_axes_threshold_time_and_speedup_against_the_first_run():
     assert compare.curve(two.history, loss, compare.XAxis.SAMPLES).x == [16, 32, 48, 64]
     assert compare.curve(two.history, loss, compare.XAxis.WALL) == compare.Curve([1.0, 2.0, 3.0, 4.0],
                                                                                  [2.0, 1.0, 0.6, 0.4])
-    assert compare.default_threshold([one, two], loss) == 0.5  # the worst final loss: both reach it
-    table = compare.summarize([one, two], loss, 1.0)
-    assert [r.time_to_threshold_s for r in table] == [6.0, 2.0]
+    # Train loss is smoothed like TensorBoard (debiased EMA 0.6) before thresholds: one lucky step is no arrival.
+    assert compare.smoothed([2.0, 1.0]) == pytest.approx([2.0, (0.6 * 0.4 * 2.0 + 0.4 * 1.0) / (1 - 0.36)])
+    assert compare.smoothed([2.0, 1.0, 0.6, 0.4])[-1] < 0.8
+    assert compare.default_threshold([one, two], loss) == pytest.approx(
+        max(compare.smoothed([2.0, 1.5, 1.0, 0.5])[-1], compare.smoothed([2.0, 1.0, 0.6, 0.4])[-1]))
+    spiky = history_of([2.0, 0.1, 2.0, 2.0, 2.0], 1.0, 8)  # one lucky batch at 2 s
+    assert compare.time_to_threshold(spiky.track("global_loss"), 0.5, False) == 2.0
+    assert compare.time_to_threshold(spiky.track("global_loss"), 0.5, False, compare.SMOOTHING) is None
+    table = compare.summarize([one, two], loss, 1.4)
+    assert [r.time_to_threshold_s for r in table] == [6.0, 2.0]  # smoothed: 1.34 at 6 s, 1.375 at 2 s
     assert [r.speedup for r in table] == [1.0, 3.0] and table[1].speedup_basis == "time to threshold"
     assert (table[1].final, table[1].best, table[1].duration_s) == (0.4, 0.4, 6.0)
     acc = compare.summarize([one, two], compare.Quantity.EVAL_ACCURACY, 0.5)

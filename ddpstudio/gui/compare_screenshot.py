@@ -37,7 +37,13 @@ def main(argv: list[str] | None = None) -> int:
         done["grabbed"] = True
         view.set_x_axis(XAxis.WALL)
         view.log_box.setChecked(args.log_y)
-        QTimer.singleShot(1500, lambda: (window.grab().save(args.out), print(f"saved {args.out}"), window.close()))
+        poll.start(300)
+
+    def save() -> None:
+        if window.machine_panel.cpu_mode is None:  # wait for the machine panel, so the shot is complete
+            return
+        poll.stop()
+        QTimer.singleShot(800, lambda: (window.grab().save(args.out), print(f"saved {args.out}"), window.close()))
 
     def start() -> None:
         if done["started"]:
@@ -46,6 +52,8 @@ def main(argv: list[str] | None = None) -> int:
         window.runs_panel.select_dirs(args.runs)
         window.run_view.compare(args.runs)
 
+    poll = QTimer()
+    poll.timeout.connect(save)
     view.compared.connect(grab)
     window.runs_panel.runs_listed.connect(lambda _n: QTimer.singleShot(300, start))
     window.destroyed.connect(app.quit)

@@ -25,6 +25,7 @@ from ddpstudio.gui.plots import colour
 from ddpstudio.gui.workers import Workers
 
 LIVE_RELOAD_MS = 2000
+TABLE_ROWS_SHOWN = 6
 TABLE_COLUMNS = ("Run", "Duration", "Time to threshold", "Final", "Best", "Samples/s", "Speedup")
 X_CHOICES = {"Wall time since start": XAxis.WALL, "Step": XAxis.STEP, "Samples seen": XAxis.SAMPLES}
 
@@ -51,7 +52,8 @@ class CompareView(QWidget):
         self.threshold.setValidator(QDoubleValidator())
         self.threshold.setPlaceholderText("none")
         self.threshold.setToolTip("The value each run's time to threshold is measured to; by default the worst "
-                                  "final value among the runs, so every run reaches it")
+                                  "final value among the runs, so every run reaches it. Train loss is smoothed "
+                                  "first (TensorBoard's default EMA, 0.6), so one lucky step does not count")
         self.threshold.setMaximumWidth(90)
         self.note = QLabel("Select runs in the Runs tab (Ctrl/Shift-click) and press Compare.")
         self.note.setWordWrap(True)
@@ -79,6 +81,7 @@ class CompareView(QWidget):
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         self.table.horizontalHeader().setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
         self.table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
+        self.table.setWordWrap(False)
         split = QSplitter(Qt.Orientation.Vertical)
         split.addWidget(self.plot)
         split.addWidget(self.table)
@@ -180,3 +183,7 @@ class CompareView(QWidget):
                 if c == 0:
                     cell.setForeground(pg.mkColor(colour(r)))
                 self.table.setItem(r, c, cell)
+        # As tall as its rows (up to TABLE_ROWS_SHOWN), so the chart gets the rest.
+        shown = max(1, min(len(rows), TABLE_ROWS_SHOWN))
+        self.table.setFixedHeight(self.table.horizontalHeader().height() + shown * self.table.rowHeight(0)
+                                  + 2 * self.table.frameWidth() if rows else 80)

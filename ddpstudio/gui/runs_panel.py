@@ -125,13 +125,16 @@ class RunsPanel(QWidget):
         return [item.data(0, Qt.ItemDataRole.UserRole) for item in self.tree.selectedItems()]
 
     def select_dirs(self, run_dirs: list[str]) -> None:
-        """Select these runs, in this order (what Ctrl-clicking them would do)."""
-        self.tree.clearSelection()
+        """Select these runs, in this order (what Ctrl-clicking them would do); one selection change."""
         items = {self.tree.topLevelItem(i).data(0, Qt.ItemDataRole.UserRole): self.tree.topLevelItem(i)
                  for i in range(self.tree.topLevelItemCount())}
+        self.tree.blockSignals(True)
+        self.tree.clearSelection()
         for run_dir in run_dirs:
             if run_dir in items:
                 items[run_dir].setSelected(True)
+        self.tree.blockSignals(False)
+        self._on_selection()
 
     def _menu(self, pos: QPoint) -> None:
         item = self.tree.itemAt(pos)

@@ -51,6 +51,7 @@ class RunEntry:
     best_eval: BestEval | None
     mean_samples_per_s: float | None
     size_bytes: int
+    lr: float | None = None  # the learning rate the ranks used (scaled, when asked)
 
     @property
     def live(self) -> bool:
@@ -136,7 +137,7 @@ def entry(folder: Path, live: dict[str, int] | None = None) -> RunEntry | None:
     return RunEntry(plan.run_id, str(folder), started, duration, state, getattr(plan, "origin", "run"),
                     describe(plan), plan.world_size, plan.backend, plan.device,
                     plan.recipe.batch_size if plan.recipe else None, plan.effective_batch,
-                    final_loss(history), best_eval(history), mean_rate(history), folder_size(folder))
+                    final_loss(history), best_eval(history), mean_rate(history), folder_size(folder), plan.lr)
 
 
 def list_entries(runs_dir: Path | None = None) -> list[RunEntry]:

@@ -73,9 +73,28 @@ def curve(history: RunHistory, quantity: Quantity, axis: XAxis) -> Curve:
     return Curve(xs(track, axis, history.effective_batch), list(track.value))
 
 
-def time_to_threshold(track: Track, threshold: float, higher_is_better_: bool) -> float | None:
-    """Seconds from the run's start until the curve first reaches ``threshold``; None if it never did."""
-    for t, value in zip(track.t, track.value):
+# Per-step training loss is noisy: one lucky batch must not count as "reached". Times to a train-loss
+# threshold are measured on the curve smoothed as TensorBoard smooths by default (debiased EMA, weight 0.6).
+SMOOTHING = 0.6
+
+
+def smoothed(values: list[float], weight: float = SMOOTHING) -> list[float]:
+    """TensorBoard's scalar smoothing: an exponential moving average, debiased at the start."""
+    out, last = [], 0.0
+    for i, value in enumerate(values, start=1):
+        last = last * weight + (1 - weight) * value
+        out.append(last / (1 - weight ** i) if weight else value)
+    return out
+
+
+def smoothing_for(quantity: Quantity) -> float:
+    """Eval metrics are already means over the whole held-out set: only train loss and throughput are smoothed."""
+    return SMOOTHING if quantity in (Quantity.TRAIN_LOSS, Quantity.THROUGHPUT) else 0.0
+
+
+def time_to_threshold(track: Track, threshold: float, higher_is_better_: bool, weight: float = 0.0) -> float | None:
+    """Seconds from the run's start until the (smoothed) curve first reaches ``threshold``; None if never."""
+    for t, value in zip(track.t, smoothed(track.value, weight)):
         if (value >= threshold) if higher_is_better_ else (value <= threshold):
             return t
     return None
@@ -93,9 +112,10 @@ class Compared:
         e = self.entry
         ranks = f"{e.world_size} rank{'s' if e.world_size != 1 else ''}"
         batch = f"batch {e.batch_size}/rank" if e.batch_size else ""
+        lr = f"lr {e.lr:g}" if e.lr else ""
         where = f"{e.backend} on {e.device}"
         bench = "bench" if e.origin == "bench" else ""
-        return ", ".join(p for p in (ranks, batch, where, bench) if p) + f" ({e.run_id[-6:]})"
+        return ", ".join(p for p in (ranks, batch, lr, where, bench) if p) + f" ({e.run_id[-6:]})"
 
 
 @dataclass(frozen=True)
@@ -117,7 +137,8 @@ def summarize(runs: list[Compared], quantity: Quantity, threshold: float | None)
     base_time = base_rate = None
     for i, run in enumerate(runs):
         track = run.history.track(metric_for(run.history, quantity))
-        reached = time_to_threshold(track, threshold, better_high) if threshold is not None else None
+        weight = smoothing_for(quantity)
+        reached = time_to_threshold(track, threshold, better_high, weight) if threshold is not None else None
         best = (max(track.value) if better_high else min(track.value)) if track.value else None
         rate = run.entry.mean_samples_per_s
         if i == 0:
@@ -144,10 +165,11 @@ def load(run_dirs: list[str]) -> list[Compared]:
 
 
 def default_threshold(runs: list[Compared], quantity: Quantity) -> float | None:
-    """A threshold every run reached: the worst final value among them (None for throughput)."""
+    """A threshold every run reached: the worst final (smoothed) value among them (None for throughput)."""
     if quantity is Quantity.THROUGHPUT:
         return None
-    finals = [r.history.track(metric_for(r.history, quantity)).value[-1:] for r in runs]
+    weight = smoothing_for(quantity)
+    finals = [smoothed(r.history.track(metric_for(r.history, quantity)).value, weight)[-1:] for r in runs]
     finals = [f[0] for f in finals if f]
     if not finals:
         return None
