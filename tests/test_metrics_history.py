@@ -174,6 +174,7 @@ def test_tensorboard_missing_names_the_optional_group(tmp_path, monkeypatch):
         return real_import(name, *args, **kwargs)
 
     monkeypatch.setattr(builtins, "__import__", no_tensorboard)
-    with pytest.raises(export.MissingTensorBoard, match=r"optional 'tensorboard' dependencies.*ddpstudio\[tensorboard\]"):
+    words = r"optional 'tensorboard' dependencies.*ddpstudio\[tensorboard\]"
+    with pytest.raises(export.MissingTensorBoard, match=words):
         export.write_tensorboard(history_of([1.0], 1.0, 8), tmp_path / "tb")
     assert not (tmp_path / "tb").exists()

@@ -20,6 +20,7 @@ from PySide6.QtCore import Qt
 
 from ddpstudio.cli.progress import format_eta
 from ddpstudio.core.metrics import compare
+from ddpstudio.core.metrics.catalog import UNKNOWN
 from ddpstudio.core.metrics.compare import Compared, Quantity, XAxis
 from ddpstudio.gui.plots import colour
 from ddpstudio.gui.workers import Workers
@@ -43,6 +44,7 @@ class CompareView(QWidget):
         self.run_dirs: list[str] = []
         self.runs: list[Compared] = []
         self.curves: dict[str, pg.PlotDataItem] = {}  # run id -> its curve on the chart
+        self._sizes: dict[str, int] = {}  # run id -> bytes in its folder at the last read
         self.quantity_box = QComboBox()
         self.quantity_box.addItems([q.value for q in Quantity])
         self.x_box = QComboBox()
@@ -114,6 +116,7 @@ class CompareView(QWidget):
     def compare(self, run_dirs: list[str]) -> None:
         """Read these runs (the first is the baseline of the speedups) and draw them."""
         self.run_dirs = list(run_dirs)
+        self._sizes = {}
         self.threshold.clear()
         self._reload()
 
@@ -123,8 +126,14 @@ class CompareView(QWidget):
 
     @Slot(object)
     def _on_loaded(self, runs: list[Compared]) -> None:
-        self.runs = runs
-        if any(r.entry.live for r in runs):
+        # Read again while a run trains: its launcher is alive, or (launcher not registered yet, or
+        # killed) its files still grow between two reads.
+        sizes = {r.entry.run_id: r.entry.size_bytes for r in runs}
+        growing = [r.entry.run_id for r in runs
+                   if r.entry.live or (r.entry.state == UNKNOWN and self._sizes.get(r.entry.run_id, -1) !=
+                                       r.entry.size_bytes)]
+        self.runs, self._sizes = runs, sizes
+        if growing:
             self.reload_timer.start()
         else:
             self.reload_timer.stop()

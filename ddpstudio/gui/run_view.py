@@ -9,6 +9,7 @@ from the buffers and redraws what changed.
 
 from __future__ import annotations
 
+from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QLabel, QTabWidget, QVBoxLayout, QWidget
 
 from ddpstudio.gui.compare_view import CompareView
@@ -25,6 +26,7 @@ from ddpstudio.gui.runs_panel import RunsPanel
 from ddpstudio.gui.workers import Workers
 
 TABS = ("Live plots", "Log", "Past runs", "Benchmark", "Compare")
+LIST_AFTER_START_MS = 5000
 PAST_RUN_STYLE = "QLabel { background: #FFF4CE; color: #3B2F00; padding: 4px 8px; border-radius: 3px; }"
 
 
@@ -73,6 +75,8 @@ class RunView(QWidget):
     def begin_run(self, metrics: RunMetrics, notes: list[str]) -> None:
         """A new live run: fresh curves and log (with what was done before it started)."""
         self._leave_past()
+        # Listed once its launcher has registered it, so it can be compared while it trains.
+        QTimer.singleShot(LIST_AFTER_START_MS, self.runs_panel, self.runs_panel.refresh)
         self.show_metrics(metrics)
         self.error_panel.clear()
         self.log_view.clear()
@@ -95,7 +99,7 @@ class RunView(QWidget):
         if run.load is not None:
             if self._live_load is None and self.plots.history is not None:
                 self._live_load = (self.plots.history, self.plots.cpu_mode)
-            self.plots.show_load(run.load, run.load.cpu_mode)
+            self._show_load(run.load, run.load.cpu_mode)
         s = run.summary
         self.past_banner.setText(f"Past run {s.run_id} ({s.started_text}, {s.state}): the plots show what it "
                                  f"measured, not this machine now. Launch to go live again.")
@@ -116,7 +120,13 @@ class RunView(QWidget):
             history, cpu_mode = self._live_load
             self._live_load = None
             if cpu_mode is not None:
-                self.plots.show_load(history, cpu_mode)
+                self._show_load(history, cpu_mode)
+
+    def _show_load(self, history, cpu_mode: bool) -> None:
+        # Fresh curve items: the other history's series may carry the same version numbers.
+        self.plots.load.clear()
+        self.plots.memory.clear()
+        self.plots.show_load(history, cpu_mode)
 
     def render(self) -> bool:
         """Redraw what changed since the last call; returns whether anything did."""

@@ -107,7 +107,7 @@ def mean_rate(history: RunHistory) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-def _live_ids() -> dict[str, int]:
+def live_ids() -> dict[str, int]:
     """run id -> launcher pid, for the registry's runs whose launcher is alive."""
     records, _ = registry.load_records()
     running = [r for r in records if not r.ended_state]
@@ -126,7 +126,7 @@ def entry(folder: Path, live: dict[str, int] | None = None) -> RunEntry | None:
         mtime = run.plan.stat().st_mtime
     except (OSError, ValueError, TypeError):
         return None
-    live = _live_ids() if live is None else live
+    live = live_ids() if live is None else live
     result = run.read_result() or {}
     state = str(result.get("state") or (RUNNING if plan.run_id in live else UNKNOWN))
     history = read_history(folder)
@@ -147,7 +147,7 @@ def list_entries(runs_dir: Path | None = None) -> list[RunEntry]:
         folders = [p for p in root.iterdir() if p.is_dir()]
     except OSError:
         return []
-    live = _live_ids()
+    live = live_ids()
     found = [e for e in (entry(p, live) for p in folders) if e is not None]
     found.sort(key=lambda e: e.started, reverse=True)
     return found
@@ -163,7 +163,7 @@ def delete_runs(run_ids: list[str], runs_dir: Path | None = None) -> list[str]:
     Checks every id first: an unknown id or a live run raises :class:`RunsError` and nothing is deleted.
     """
     root = runs_dir or paths.runs_dir()
-    live = _live_ids()
+    live = live_ids()
     folders = []
     for run_id in dict.fromkeys(run_ids):
         folder = root / run_id

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ddpstudio.core.metrics import rows
-from ddpstudio.core.metrics.catalog import RunEntry, entry, higher_is_better
+from ddpstudio.core.metrics.catalog import RunEntry, entry, higher_is_better, live_ids
 from ddpstudio.core.metrics.history import RunHistory, Track, read_history
 
 
@@ -157,8 +157,9 @@ def summarize(runs: list[Compared], quantity: Quantity, threshold: float | None)
 def load(run_dirs: list[str]) -> list[Compared]:
     """The runs in these folders, in the order given (folders that are not runs are left out)."""
     found = []
+    live = live_ids()
     for folder in run_dirs:
-        e = entry(Path(folder))
+        e = entry(Path(folder), live)
         if e is not None:
             found.append(Compared(e, read_history(folder)))
     return found
