@@ -263,19 +263,33 @@ def test_the_runs_tab_deletes_after_asking_and_exports(qtbot, window, three_runs
     assert len(panel.runs) == len(RUNS)
 
 
-def test_a_live_run_grows_on_the_compare_chart(qtbot, window, three_runs):
-    live = copy_run(three_runs[1][1], "20990101-000000-live01")
-    os.remove(os.path.join(live, "result.json"))
-    me = os.getpid()  # stands as the live run's launcher
-    registry.record_start("20990101-000000-live01", run_dir=live, launcher_pid=me,
-                          launcher_create_time=create_time(me))
-    view = window.run_view.compare_view
-    with qtbot.waitSignal(view.compared, timeout=30_000):
-        window.run_view.compare([three_runs[1][0], live])
-    assert view.reload_timer.isActive() and "still training" in view.note.text()
-    before = len(curve_data(view, live)[0])
-    with open(os.path.join(live, rows.FILE_NAME), "a", encoding="utf-8") as fh:
-        fh.write(json.dumps(["global_loss", None, STEPS + 1, 99.0, 0.123]) + "\n")  # the launcher appends
-    qtbot.waitUntil(lambda: len(curve_data(view, live)[0]) == before + 1, timeout=15_000)
-    assert curve_data(view, live)[1][-1] == 0.123
-    registry.record_end("20990101-000000-live01", "finished")
+def test_the_training_run_can_be_compared_while_it_trains(qtbot, studio_home):
+    from tests.test_gui_window import LONG, RUN_TIMEOUT_MS, launch, no_nvml, wait_for_steps
+    from ddpstudio.gui.mainwindow import MainWindow
+
+    window = MainWindow(dialogs=ScriptedDialogs(yes=True), gpu_source=no_nvml())
+    qtbot.addWidget(window)
+    window.form.set_state(LONG)
+    window.show()
+    try:
+        launch(qtbot, window)
+        wait_for_steps(qtbot, window, 1)
+        panel, view = window.runs_panel, window.run_view.compare_view
+        qtbot.waitUntil(lambda: any(r.live for r in panel.runs), timeout=30_000)  # listed as running
+        [live] = [r.run_dir for r in panel.runs if r.live]
+        panel.select_dirs([live])
+        with qtbot.waitSignal(view.compared, timeout=30_000):
+            qtbot.mouseClick(panel.compare_button, Qt.MouseButton.LeftButton)
+        assert view.reload_timer.isActive() and "still training" in view.note.text()
+        first = len(curve_data(view, live)[0])
+        qtbot.waitUntil(lambda: len(curve_data(view, live)[0]) >= first + 2, timeout=RUN_TIMEOUT_MS)
+        with qtbot.waitSignal(window.controller.run_finished, timeout=RUN_TIMEOUT_MS):
+            window.stop()
+        qtbot.waitUntil(lambda: not view.reload_timer.isActive(), timeout=30_000)  # read once more, then rests
+        assert curve_data(view, live) == (read_history(live).track(rows.GLOBAL_LOSS).t,
+                                          read_history(live).track(rows.GLOBAL_LOSS).value)
+    finally:
+        if window.controller.active:
+            with qtbot.waitSignal(window.controller.run_finished, timeout=30_000):
+                window.controller.stop()
+        window.close()

@@ -10,6 +10,7 @@ import time
 from ddpstudio.cli.progress import format_eta
 
 EXIT_BAD_INPUT = 2
+EXIT_FAILED = 1  # a folder could not be removed (Windows: a file held open)
 
 
 def add_parser(sub) -> None:
@@ -68,7 +69,7 @@ def main(args: argparse.Namespace) -> int:
             deleted = catalog.delete_runs(args.ids)
         except catalog.RunsError as exc:
             print(f"ddpstudio: error: {exc}", file=sys.stderr)
-            return EXIT_BAD_INPUT
+            return EXIT_FAILED if isinstance(exc, catalog.DeleteFailed) else EXIT_BAD_INPUT
         for folder in deleted:
             print(f"deleted {folder}")
         return 0

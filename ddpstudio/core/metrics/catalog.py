@@ -157,6 +157,10 @@ class RunsError(Exception):
     """A delete that cannot be done, in words for the user; nothing was deleted."""
 
 
+class DeleteFailed(RunsError):
+    """The files of a run could not all be removed; the message says what was deleted before it."""
+
+
 def delete_runs(run_ids: list[str], runs_dir: Path | None = None) -> list[str]:
     """Delete these runs' folders and registry records; returns the deleted folders.
 
@@ -173,7 +177,15 @@ def delete_runs(run_ids: list[str], runs_dir: Path | None = None) -> list[str]:
             raise RunsError(f"run {run_id} is still running (launcher pid {live[run_id]}): stop it first, "
                             "then delete it")
         folders.append(folder)
+    deleted: list[str] = []
     for folder in folders:
-        shutil.rmtree(folder)
-        registry.record_path(folder.name).unlink(missing_ok=True)
-    return [str(f) for f in folders]
+        try:
+            shutil.rmtree(folder)
+            registry.record_path(folder.name).unlink(missing_ok=True)
+        except OSError as exc:
+            # On Windows a file another program holds open cannot be deleted (an editor, TensorBoard).
+            done = f" (deleted before it: {', '.join(Path(d).name for d in deleted)})" if deleted else ""
+            raise DeleteFailed(f"could not delete {folder}: {exc.strerror or exc}; a program may hold one of "
+                               f"its files open: close it and try again{done}") from None
+        deleted.append(str(folder))
+    return deleted
