@@ -83,6 +83,13 @@ def test_a_script_is_stopped_once_its_measured_steps_are_in():
     assert [p.phase for p in seen][0] == "starting" and seen[-1].phase == "done"
     assert {"warmup", "measuring"} <= {p.phase for p in seen}
     assert result.settings["workload"] == "script" and not result.stopped
+    # Kept as a run of its own kind, with its history, comparable like any other (issue 12).
+    from ddpstudio.core.metrics.catalog import list_entries
+    from ddpstudio.core.metrics.history import read_history
+
+    (entry,) = list_entries()
+    assert entry.origin == "bench" and entry.run_dir == row.run_dir and entry.world_size == 2
+    assert len(read_history(row.run_dir).track("loss", 0)) >= 4
 
 
 def test_exchange_comparison_adds_staged_and_staged_fp16_sweeps():

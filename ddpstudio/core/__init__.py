@@ -19,5 +19,7 @@ The rooms:
 - ``rendezvous/``: store URLs and TCP ports;
 - ``exchange/``: how gradients travel between ranks, and the probe of
   whether Gloo can all-reduce CUDA tensors here (pytorch #186535);
-- ``gpu/`` and ``bench/``: GPU inventory and sampling; the scaling benchmark.
+- ``gpu/`` and ``bench/``: GPU inventory and sampling; the scaling benchmark;
+- ``metrics/``: what runs measured, kept and read back (``history.jsonl``),
+  the list of runs, comparing runs, and exporting them (CSV, TensorBoard).
 """

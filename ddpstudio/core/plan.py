@@ -88,6 +88,7 @@ class Plan:
     grad_exchange: str = "native"  # native | staged (core.exchange.choice.GradExchange)
     grad_compression: str = "none"  # none | fp16
     rank_helper: bool = True  # user scripts get the start-up helper (ddpstudio/rank/helper)
+    origin: str = "run"  # run | bench: who started it (the scaling benchmark's runs are kept as runs too)
 
     @property
     def kind(self) -> str:

@@ -8,6 +8,8 @@ run, which :meth:`LoadHistory.watch` names. x is seconds since the history began
 from __future__ import annotations
 
 from ddpstudio.core.gpu import Snapshot
+from ddpstudio.core.metrics import rows
+from ddpstudio.core.metrics.history import RunHistory
 from ddpstudio.gui.series import Series
 
 LOW_LOAD_PCT = 40.0
@@ -25,6 +27,26 @@ class LoadHistory:
         self.latest: Snapshot | None = None
         self._rank_of: dict[int, int] = {}  # pid -> rank
         self.version = 0
+
+    @classmethod
+    def from_history(cls, history: RunHistory, capacity: int = 2048) -> "LoadHistory":
+        """A past run's load curves as its launcher sampled them (x: seconds since the run started)."""
+        loaded = cls(capacity, t0=history.t0)
+        tables = ((rows.GPU_UTIL, loaded.gpu_util), (rows.GPU_MEM_GB, loaded.gpu_mem_gb),
+                  (rows.CPU_PCT, loaded.cpu_pct), (rows.RSS_MB, loaded.rss_mb))
+        for metric, table in tables:
+            for key in history.keys(metric):
+                track = history.track(metric, key)
+                series = loaded._series(table, key)
+                for t, value in zip(track.t, track.value):
+                    series.append(t, value)
+        loaded.version += 1
+        return loaded
+
+    @property
+    def cpu_mode(self) -> bool:
+        """True when no GPU was sampled: the load is per rank."""
+        return not self.gpu_util
 
     def watch(self, rank_pids: dict[int, int]) -> None:
         """The ranks of a new run (rank -> pid); their curves start afresh."""

@@ -10,7 +10,10 @@ from pathlib import Path
 from ddpstudio.core import paths, protocol
 from ddpstudio.core.plan import Plan
 from ddpstudio.core.launch.rundir import RunDir
+from ddpstudio.core.metrics.catalog import describe
+from ddpstudio.core.metrics.history import RunHistory, read_history
 from ddpstudio.gui.form_state import SetupState, from_plan
+from ddpstudio.gui.load_history import LoadHistory
 from ddpstudio.gui.preflight import SETUP_FILE
 from ddpstudio.gui.run_metrics import POINTS, RunMetrics
 
@@ -39,12 +42,8 @@ class LoadedRun:
     setup: SetupState
     metrics: RunMetrics
     logs: list[tuple[int | None, str, str]] = field(default_factory=list)  # (rank, stream, line)
-
-
-def describe(plan: Plan) -> str:
-    if plan.recipe is not None:
-        return f"{plan.recipe.model} on {plan.recipe.data} data"
-    return Path(plan.script.path).name if plan.script else "?"
+    history: RunHistory | None = None  # everything it measured (history.jsonl)
+    load: LoadHistory | None = None  # its load and memory curves, from the history
 
 
 def summarize(run_dir: Path) -> RunSummary | None:
@@ -89,7 +88,9 @@ def load_run(run_dir: str | Path, capacity: int = POINTS) -> LoadedRun:
                         logs.append((event.rank, str(event.get("stream", "")), str(event.get("line", ""))))
     except OSError:
         pass
-    return LoadedRun(summary, plan, load_setup(run.root, plan), metrics, logs[-MAX_LOG_LINES:])
+    history = read_history(run.root)
+    return LoadedRun(summary, plan, load_setup(run.root, plan), metrics, logs[-MAX_LOG_LINES:], history,
+                     LoadHistory.from_history(history))
 
 
 def load_setup(run_dir: Path, plan: Plan) -> SetupState:

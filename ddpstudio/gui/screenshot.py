@@ -11,6 +11,22 @@ import argparse
 import sys
 
 
+def open_window(size: str):
+    """The application and a real window of ``size`` ("WIDTHxHEIGHT"), its questions answered yes."""
+    from PySide6.QtWidgets import QApplication
+
+    from ddpstudio.gui.dialogs import ScriptedDialogs
+    from ddpstudio.gui.icon import app_icon
+    from ddpstudio.gui.mainwindow import MainWindow
+
+    app = QApplication.instance() or QApplication(sys.argv[:1])
+    app.setWindowIcon(app_icon())
+    window = MainWindow(dialogs=ScriptedDialogs(yes=True))
+    width, height = (int(v) for v in size.split("x"))
+    window.resize(width, height)
+    return app, window
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ddpstudio.gui.screenshot")
     parser.add_argument("out")
@@ -20,18 +36,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from PySide6.QtCore import QTimer
-    from PySide6.QtWidgets import QApplication
 
-    from ddpstudio.gui.dialogs import ScriptedDialogs
     from ddpstudio.gui.form_state import SetupState
-    from ddpstudio.gui.icon import app_icon
-    from ddpstudio.gui.mainwindow import MainWindow
 
-    app = QApplication.instance() or QApplication(sys.argv[:1])
-    app.setWindowIcon(app_icon())
-    window = MainWindow(dialogs=ScriptedDialogs(yes=True))
-    width, height = (int(v) for v in args.size.split("x"))
-    window.resize(width, height)
+    app, window = open_window(args.size)
     window.form.set_state(SetupState(batch_size=32, lr=0.02, epochs=3, image_size=32))
     window.show()
     state = {"launched": False}

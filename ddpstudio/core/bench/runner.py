@@ -185,6 +185,7 @@ class Benchmark:
 
         c = self.config
         plan = self._plan(variant.request, ws)
+        plan.origin = "bench"  # listed as a benchmark run, comparable like any other (issue 12)
         per_rank = plan.recipe.batch_size if plan.recipe else c.script_batch_size
         row = BenchRow(variant=variant.label, world_size=ws, backend=plan.backend, store=plan.store,
                        batch_mode=variant.request.batch_mode, per_rank_batch=per_rank,

@@ -24,6 +24,7 @@ from typing import IO, TextIO
 from ddpstudio.core import protocol
 from ddpstudio.core.exchange.crash import gloo_cuda_crash_note
 from ddpstudio.core.launch.commands import rank_command, rank_env
+from ddpstudio.core.launch.history import HistoryWriter
 from ddpstudio.core.launch.lossparse import LossScraper
 from ddpstudio.core.plan import Plan
 from ddpstudio.core.platform import Platform, current
@@ -81,12 +82,15 @@ class Launcher:
         self._watchdog_fired = False
         self.store_preexisted = bool(plan.store_path and os.path.exists(plan.store_path))
         self._launcher_created: float | None = None
+        self._history: HistoryWriter | None = None  # history.jsonl: docs/history.md
 
     # -- output --------------------------------------------------------------
     def emit(self, event: protocol.Event) -> None:
         line = event.to_line() + "\n"
         if self._merged is not None:
             self._merged.write(line)
+        if self._history is not None:
+            self._history.record(event)
         if self.out is None:
             return
         try:
@@ -110,6 +114,7 @@ class Launcher:
         if self.plan.store_path:
             Path(self.plan.store_path).parent.mkdir(parents=True, exist_ok=True)
         self.t0 = time.time()
+        self._history = HistoryWriter(self.plan.run_dir, self.plan, self.t0)
         p = self.plan
         self.emit(protocol.make_event(
             protocol.RUN_STARTED, run_id=p.run_id, run_dir=p.run_dir, world_size=p.world_size,
@@ -121,6 +126,7 @@ class Launcher:
         for rank in range(p.world_size):
             self._spawn(rank, plan_path)
             self._write_processes()
+        self._history.watch({r.rank: r.proc.pid for r in self.ranks})
         self.state = RunState.RUNNING
 
     def _spawn(self, rank: int, plan_path: str) -> None:
@@ -304,6 +310,8 @@ class Launcher:
                                       root_cause=result["root_cause"], summary=result["summary"],
                                       run_dir=self.plan.run_dir))
         self.tree.close()
+        if self._history is not None:
+            self._history.close()
         if self._merged is not None:
             self._merged.close()
         return self.state
