@@ -39,8 +39,31 @@ def test_failure_offers_retry_and_only_sometimes_the_cpu_build():
     assert "internet" in model.message
     model.restart()
     assert model.state == "running" and not model.can_retry and model.log[-1] == "---- retry ----"
-    model.apply(Failed(failure.driver_too_old("12.4", "12.6", "560")))
-    assert model.can_retry and model.can_use_cpu
+    model.apply(Failed(failure.no_gpu_build("The driver supports CUDA 11.4; cu126 needs 12.0.", driver_update_helps=True)))
+    assert model.can_retry and model.can_use_cpu and not model.can_set_network
+
+
+def test_a_network_failure_offers_the_network_settings():
+    model = ProgressModel()
+    model.apply(Failed(failure.network("Python")))
+    assert model.can_set_network and model.can_retry
+    for host in ("pypi.org", "files.pythonhosted.org", "download.pytorch.org", "releases.astral.sh", "github.com"):
+        assert host in model.message
+    assert "Network settings" in model.message
+
+
+@pytest.mark.parametrize(
+    "made",
+    [
+        failure.not_on_index("https://download.pytorch.org/whl/cu128", "torch==2.14.1 and torchvision==0.29.1"),
+        failure.no_gpu_build("No single PyTorch 2.14.1 build runs on all these GPUs: ...", driver_update_helps=False),
+    ],
+)
+def test_failures_retry_cannot_fix_offer_only_the_cpu_build(made):
+    """Never an endless Retry: where the same attempt fails the same way, the CPU build is the way on."""
+    model = ProgressModel()
+    model.apply(Failed(made))
+    assert model.state == "failed" and not model.can_retry and model.can_use_cpu and not model.can_set_network
 
 
 def test_download_lines_move_the_bar_inside_the_install_step():
