@@ -44,6 +44,7 @@ def _missing() -> str | None:
 
 pytestmark = [
     pytest.mark.slow,
+    pytest.mark.posix_only("runs the Windows installer under Wine"),
     pytest.mark.timeout(300),
     pytest.mark.skipif(_missing() is not None, reason=_missing() or ""),
 ]
