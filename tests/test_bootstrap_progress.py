@@ -138,3 +138,50 @@ def test_window_retry_after_failure(tmp_path):
         deadline.cancel()
     assert code == 0 and started == [True] and len(attempts) == 2
     assert not [t for t in threading.enumerate() if t.name == "ddpstudio-bootstrap"]  # the workers are gone
+
+
+@pytest.mark.skipif(not _display(), reason="needs a display (run under xvfb-run)")
+def test_window_offers_network_settings_after_a_download_failure(tmp_path):
+    """The real Tk window: a network failure shows "Network settings..."; its dialog opens; saving
+    writes network.json (which uv's environment then carries) and tries again."""
+    from ddpstudio.bootstrap import network
+    from ddpstudio.bootstrap.layout import Layout
+    from ddpstudio.bootstrap.uv import Uv
+    from ddpstudio.bootstrap.window import ProgressWindow
+
+    attempts: list[int] = []
+
+    def fake_attempt(options, sink, running):
+        attempts.append(1)
+        sink(StepStarted(1, 5, STEPS[0]))
+        sink(Failed(failure.network("Python")) if len(attempts) == 1 else Finished({}))
+
+    win = ProgressWindow(Options(root=tmp_path, platform=LINUX), start_app=lambda: None, run_attempt=fake_attempt)
+    seen: dict[str, bool] = {}
+
+    def drive() -> None:
+        win.root.update()
+        if win.model.state == "failed" and len(attempts) == 1 and "dialog" not in seen:
+            seen["button"] = bool(win.network_button.winfo_ismapped())
+            win.network_button.invoke()
+            seen["dialog"] = any(w.winfo_class() == "Toplevel" for w in win.root.winfo_children())
+            for w in win.root.winfo_children():
+                if w.winfo_class() == "Toplevel":
+                    w.destroy()
+            win.save_network(network.NetworkSettings("http://proxy.example:8080", True, ""))
+        elif win.model.state == "done":
+            win.start_button.invoke()
+            return
+        win.root.after(50, drive)
+
+    win.root.after(50, drive)
+    deadline = threading.Timer(20, win.root.quit)
+    deadline.start()
+    try:
+        code = win.run()
+    finally:
+        deadline.cancel()
+    assert code == 0 and seen == {"button": True, "dialog": True} and len(attempts) == 2
+    layout = Layout(tmp_path, LINUX)
+    env = Uv(layout, tmp_path / "uv", base_env={}).environment()
+    assert env["HTTPS_PROXY"] == "http://proxy.example:8080" and env["UV_SYSTEM_CERTS"] == "true"
