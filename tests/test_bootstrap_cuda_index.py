@@ -43,7 +43,7 @@ R470, R535, R560, R570, R580, R590 = "11.4", "12.2", "12.6", "12.8", "13.0", "13
         ("mixed Pascal + Ada: cu126 has kernels for both", R580, [GTX_1080, RTX_4090], "cu126", None),
         ("mixed Pascal + Blackwell: no single build", R580, [GTX_1080, RTX_5090], None, Verdict.MIXED),
         ("RTX 3090 + R535: cu126 through minor-version compatibility", R535, [RTX_3090], "cu126", None),
-        ("Kepler: no 2.14 build at all", R470, [K80], None, Verdict.DRIVER_TOO_OLD),
+        ("Kepler on an old driver: no driver update helps", R470, [K80], None, Verdict.GPU_UNSUPPORTED),
         ("Kepler on a new driver", R580, [K80], None, Verdict.GPU_UNSUPPORTED),
         ("R470: driver too old for anything", R470, [RTX_3090], None, Verdict.DRIVER_TOO_OLD),
         ("unknown GPUs: the driver alone decides", R580, [], "cu130", None),

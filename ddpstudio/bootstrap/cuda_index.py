@@ -189,6 +189,14 @@ def choose(driver: CudaVersion | None, gpus: tuple[Compute, ...] = (), builds: t
         if compat:
             why.append(f"runs through CUDA minor-version compatibility (driver {best.floor_series} or newer)")
         return Choice(best, f"{best.tag}: " + "; ".join(why) + ".", minor_compat=compat)
+    orphans = [g for g in gpus if not any(b.runs_gpu(g) for b in builds)]
+    if orphans:  # no driver update helps these
+        return Choice(
+            None,
+            f"PyTorch {TORCH_VERSION} has no build for {_gpu_words(tuple(orphans))}: its builds start at "
+            f"compute {min(k for b in builds for k in b.kernels)}.",
+            Verdict.GPU_UNSUPPORTED,
+        )
     oldest = builds[-1]
     if not on_driver:
         return Choice(
@@ -196,14 +204,6 @@ def choose(driver: CudaVersion | None, gpus: tuple[Compute, ...] = (), builds: t
             f"The NVIDIA driver supports CUDA {driver}; the oldest PyTorch {TORCH_VERSION} build ({oldest.tag}) "
             f"needs a driver for CUDA {oldest.floor} or newer (driver {oldest.floor_series} or newer).",
             Verdict.DRIVER_TOO_OLD,
-        )
-    orphans = [g for g in gpus if not any(b.runs_gpu(g) for b in builds)]
-    if orphans:
-        return Choice(
-            None,
-            f"PyTorch {TORCH_VERSION} has no build for {_gpu_words(tuple(orphans))}: its builds start at "
-            f"compute {min(k for b in builds for k in b.kernels)}.",
-            Verdict.GPU_UNSUPPORTED,
         )
     covering = [b for b in builds if all(b.runs_gpu(g) for g in gpus)]
     if covering:

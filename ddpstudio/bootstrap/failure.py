@@ -59,7 +59,14 @@ class BootstrapFailure(Exception):
 _PATTERNS: tuple[tuple[Problem, re.Pattern[str]], ...] = (
     # uv 0.13: "there is no version of torch==2.14.1" + "hint: `torch` was found on <index>,
     # but not at the requested version" (first-index strategy: no fallback to later indexes).
-    (Problem.NOT_ON_INDEX, re.compile(r"there is no version of (torch|torchvision)==|`(torch|torchvision)` was found on \S+, but not at the requested version", re.I)),
+    (
+        Problem.NOT_ON_INDEX,
+        re.compile(
+            r"there is no version of (torch|torchvision)==|"
+            r"`(torch|torchvision)` was found on \S+, but not at the requested version",
+            re.I,
+        ),
+    ),
     (Problem.DISK_FULL, re.compile(r"no space left on device|not enough space on the disk|os error (28|112)\b|disk (is )?full", re.I)),
     (Problem.FILES_IN_USE, re.compile(r"being used by another process|os error 32\b|access is denied|os error 5\b", re.I)),
     (
