@@ -219,3 +219,39 @@ def test_nvml_calls_declare_their_types():
     driver._declare(fake)
     for name in vars(fake):
         assert getattr(fake, name).restype is ctypes.c_int and getattr(fake, name).argtypes, name
+
+
+class FakeNvml:
+    """NVML's device calls as a driver with these GPUs answers them (the hardware edge)."""
+
+    def __init__(self, gpus: list[tuple[str, int, int]], broken_index: int | None = None) -> None:
+        self.gpus, self.broken_index = gpus, broken_index
+
+    def nvmlDeviceGetCount_v2(self, count):  # noqa: N802 - NVML's names
+        count.contents.value = len(self.gpus)
+        return 0
+
+    def nvmlDeviceGetHandleByIndex_v2(self, index, handle):  # noqa: N802
+        handle.contents.value = 1000 + index
+        return 0
+
+    def nvmlDeviceGetCudaComputeCapability(self, handle, major, minor):  # noqa: N802
+        index = handle.value - 1000
+        if index == self.broken_index:
+            return 3  # NVML_ERROR_NOT_SUPPORTED
+        major.contents.value, minor.contents.value = self.gpus[index][1:]
+        return 0
+
+    def nvmlDeviceGetName(self, handle, buffer, size):  # noqa: N802
+        buffer.value = self.gpus[handle.value - 1000][0].encode()
+        return 0
+
+
+def test_every_gpus_compute_capability_is_read():
+    gpus, names = driver._read_gpus(FakeNvml([("NVIDIA GeForce GTX 1080", 6, 1), ("NVIDIA GeForce RTX 4090", 8, 9)]))
+    assert gpus == (Compute(6, 1), Compute(8, 9)) and names == ("NVIDIA GeForce GTX 1080", "NVIDIA GeForce RTX 4090")
+    assert choose(CudaVersion.parse(R580), gpus).build.tag == "cu126"
+    # One unreadable GPU: unknown, and the driver alone decides (never a guess from the others).
+    assert driver._read_gpus(FakeNvml([("A", 8, 9), ("B", 6, 1)], broken_index=1)) == ((), ())
+    info = driver.DriverInfo(CudaVersion(13, 0), "580.65", "ok", gpus, names)
+    assert "NVIDIA GeForce GTX 1080 (compute 6.1)" in info.describe()

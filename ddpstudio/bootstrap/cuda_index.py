@@ -26,7 +26,7 @@ them equal).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
 
 from ddpstudio.bootstrap.pins import TORCH
@@ -159,7 +159,6 @@ class Choice:
     reason: str
     verdict: str | None = None
     minor_compat: bool = False
-    considered: tuple[str, ...] = field(default_factory=tuple)
 
 
 def _gpu_words(gpus: tuple[Compute, ...]) -> str:

@@ -86,17 +86,18 @@ def _declare(lib: ctypes.CDLL) -> None:
 
 
 def _read_gpus(lib: ctypes.CDLL) -> tuple[tuple[Compute, ...], tuple[str, ...]]:
-    """Every GPU's compute capability; empty when any one cannot be read (then the driver decides)."""
+    """Every GPU's compute capability; empty when any one cannot be read (then the driver decides).
+    (``ctypes.pointer`` rather than ``byref``: the same calls then also work on a test's stand-in.)"""
     count = ctypes.c_uint(0)
-    if lib.nvmlDeviceGetCount_v2(ctypes.byref(count)) != NVML_SUCCESS:
+    if lib.nvmlDeviceGetCount_v2(ctypes.pointer(count)) != NVML_SUCCESS:
         return (), ()
     computes, names = [], []
     for index in range(count.value):
         handle = ctypes.c_void_p()
         major, minor = ctypes.c_int(0), ctypes.c_int(0)
-        if lib.nvmlDeviceGetHandleByIndex_v2(index, ctypes.byref(handle)) != NVML_SUCCESS:
+        if lib.nvmlDeviceGetHandleByIndex_v2(index, ctypes.pointer(handle)) != NVML_SUCCESS:
             return (), ()
-        if lib.nvmlDeviceGetCudaComputeCapability(handle, ctypes.byref(major), ctypes.byref(minor)) != NVML_SUCCESS:
+        if lib.nvmlDeviceGetCudaComputeCapability(handle, ctypes.pointer(major), ctypes.pointer(minor)) != NVML_SUCCESS:
             return (), ()
         name = ctypes.create_string_buffer(96)
         ok = lib.nvmlDeviceGetName(handle, name, len(name)) == NVML_SUCCESS
