@@ -270,6 +270,13 @@ Section "Uninstall"
   Delete "$INSTDIR\network.json"
   Delete "$INSTDIR\uninstall-blocked.txt"
 
+  ; The app's shortcuts go in any case (what they start is gone or going).
+  Delete "$DESKTOP\${APP_NAME}.lnk"
+  Delete "$DESKTOP\${FINISH_NAME}.lnk"
+  Delete "${MENU_DIR}\${APP_NAME}.lnk"
+  Delete "${MENU_DIR}\Repair ${APP_NAME}.lnk"
+  Delete "${MENU_DIR}\${FINISH_NAME}.lnk"
+
   Call un.Leftovers
   Pop $R2
   ${If} $R2 != ""
@@ -289,11 +296,6 @@ Section "Uninstall"
     Return
   ${EndIf}
 
-  Delete "$DESKTOP\${APP_NAME}.lnk"
-  Delete "$DESKTOP\${FINISH_NAME}.lnk"
-  Delete "${MENU_DIR}\${APP_NAME}.lnk"
-  Delete "${MENU_DIR}\Repair ${APP_NAME}.lnk"
-  Delete "${MENU_DIR}\${FINISH_NAME}.lnk"
   Delete "${MENU_DIR}\Uninstall ${APP_NAME}.lnk"
   RMDir "${MENU_DIR}"
   Delete "$INSTDIR\ddpstudio.ico"

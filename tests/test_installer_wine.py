@@ -285,7 +285,9 @@ def test_uninstall_while_a_file_is_held_keeps_the_entry_and_names_the_holder(win
         proc = wine.run(str(root / "Uninstall.exe"), "/S", "_?=" + here)
         assert proc.returncode == 9  # files in use
         assert held.exists() and wine.reg_query() is not None  # the entry stays until the files are gone
-        assert (root / "Uninstall.exe").is_file() and (wine.menu_dir() / "Uninstall DDP Studio.lnk").is_file()
+        assert (root / "Uninstall.exe").is_file()
+        assert [p.name for p in wine.menu_dir().iterdir()] == ["Uninstall DDP Studio.lnk"]  # the app's own are gone
+        assert not list((wine.user / "Desktop").glob("*.lnk"))
         blocked = (root / "uninstall-blocked.txt").read_text(encoding="utf-8", errors="replace")
         assert "Still in use: env" in blocked
         assert "python.exe (process " in blocked and "Uninstall.exe" not in blocked, blocked
