@@ -6,8 +6,12 @@ nsis.sourceforge.io or ``choco install nsis``), from a clean checkout:
 1. the version comes from the package (``ddpstudio.__version__``);
 2. the app wheel is built with ``pip wheel --no-deps``;
 3. ``uv.exe`` is taken from uv's Windows wheel on PyPI (pinned, cached in build/);
-4. the icon and the Welcome-page picture come from ``resources/``;
+4. the icon and the Welcome-page picture come from ``resources/``; ``finish-setup.cmd``
+   (what the "Finish setting up DDP Studio" shortcut runs) is written for this wheel;
 5. makensis compiles installer/ddpstudio.nsi into ``dist/DDPStudio-Setup-<version>.exe``.
+
+``--target x86-unicode`` for NSIS' Windows package, which has no amd64 stubs;
+``--uv-exe`` ships another uv.exe (the Wine test's stand-in).
 """
 
 from __future__ import annotations
@@ -83,7 +87,47 @@ def find_makensis(explicit: str | None = None) -> str:
     raise SystemExit("makensis not found: install NSIS (Debian: apt-get install nsis; Windows: choco install nsis)")
 
 
-def stage(build_dir: Path, wheel: Path) -> Path:
+TARGETS = ("amd64-unicode", "x86-unicode")
+
+
+def finish_setup_script(wheel_name: str, python: str) -> str:
+    """finish-setup.cmd: the installer's Python steps, then the launcher. The
+    "Finish setting up DDP Studio" shortcut runs it when the installer could
+    not download Python; once the launcher exists it only starts the app.
+    ``if errorlevel 1`` rather than ``||``: Wine 8's cmd runs the right side of
+    ``||`` even after success."""
+    return "\r\n".join([
+        "@echo off",
+        "rem Written by DDP Studio's installer (installer/build.py). Finishes the setup, then starts DDP Studio.",
+        "setlocal",
+        'set "HERE=%~dp0."',
+        'set "UV_PYTHON_INSTALL_DIR=%HERE%\\python"',
+        'set "UV_CACHE_DIR=%HERE%\\cache"',
+        'set "VIRTUAL_ENV="',
+        'if exist "%HERE%\\bootstrap\\Scripts\\pythonw.exe" goto launch',
+        f"echo Getting Python {python} for DDP Studio...",
+        f'"%HERE%\\uv.exe" python install {python} --no-config --no-bin --no-registry',
+        "if errorlevel 1 goto failed",
+        f'"%HERE%\\uv.exe" venv --no-config --python {python} --managed-python --clear "%HERE%\\bootstrap"',
+        "if errorlevel 1 goto failed",
+        f'"%HERE%\\uv.exe" pip install --no-config --python "%HERE%\\bootstrap\\Scripts\\python.exe" --no-deps --reinstall "%HERE%\\wheels\\{wheel_name}"',
+        "if errorlevel 1 goto failed",
+        ":launch",
+        'start "" "%HERE%\\bootstrap\\Scripts\\pythonw.exe" -m ddpstudio.bootstrap launch --root "%HERE%"',
+        "exit /b 0",
+        ":failed",
+        "echo.",
+        "echo DDP Studio could not download Python. Check the internet connection. At work, the proxy or firewall",
+        "echo must allow releases.astral.sh and github.com (Python) and pypi.org, files.pythonhosted.org and",
+        "echo download.pytorch.org (packages). A proxy is taken from HTTPS_PROXY, the Windows certificate store is",
+        "echo used with UV_SYSTEM_CERTS=true, and UV_PYTHON_INSTALL_MIRROR replaces the Python download site.",
+        "pause",
+        "exit /b 3",
+        "",
+    ])
+
+
+def stage(build_dir: Path, wheel: Path, uv_exe: Path | None = None) -> Path:
     """Collects exactly what the installer ships into one folder."""
     folder = build_dir / "stage"
     shutil.rmtree(folder, ignore_errors=True)
@@ -91,11 +135,14 @@ def stage(build_dir: Path, wheel: Path) -> Path:
     shutil.copy2(wheel, folder / "wheels" / wheel.name)
     shutil.copy2(ICON, folder / "ddpstudio.ico")
     shutil.copy2(WELCOME, folder / "installer-welcome.bmp")  # compiled into the installer's pages, not installed
-    shutil.copy2(uvbinary.uv_binary(uvbinary.WINDOWS, build_dir / "uv-cache"), folder / "uv.exe")
+    shutil.copy2(uv_exe or uvbinary.uv_binary(uvbinary.WINDOWS, build_dir / "uv-cache"), folder / "uv.exe")
+    (folder / "finish-setup.cmd").write_bytes(finish_setup_script(wheel.name, python_version()).encode("ascii"))
     return folder
 
 
-def compile_installer(makensis: str, staged: Path, wheel: Path, version: str, out_file: Path) -> None:
+def compile_installer(
+    makensis: str, staged: Path, wheel: Path, version: str, out_file: Path, target: str = TARGETS[0]
+) -> None:
     out_file.parent.mkdir(parents=True, exist_ok=True)
     defines = {
         "VERSION": version,
@@ -104,6 +151,7 @@ def compile_installer(makensis: str, staged: Path, wheel: Path, version: str, ou
         "PYTHON_VERSION": python_version(),
         "STAGE": str(staged),
         "OUTFILE": str(out_file),
+        "TARGET": target,
     }
     # -WX: a warning (an unused function, a missing file) fails the build.
     command = [makensis, "-V2", "-WX", "-NOCD", *(f"-D{k}={v}" for k, v in defines.items()), str(SCRIPT)]
@@ -115,6 +163,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out-dir", type=Path, default=REPO / "dist", help="where the installer goes (default: dist/)")
     parser.add_argument("--build-dir", type=Path, default=REPO / "build" / "installer", help="staging and download cache")
     parser.add_argument("--makensis", help="path to makensis (default: PATH, then NSIS' Windows folders)")
+    parser.add_argument("--target", choices=TARGETS, default=TARGETS[0], help="NSIS target (Windows' NSIS package: x86-unicode)")
+    parser.add_argument("--uv-exe", type=Path, help="ship this uv.exe instead of the one from uv's wheel")
     args = parser.parse_args(argv)
 
     for needed in (ICON, WELCOME):
@@ -124,9 +174,9 @@ def main(argv: list[str] | None = None) -> int:
     makensis = find_makensis(args.makensis)
     build_dir = args.build_dir.resolve()
     wheel = build_wheel(build_dir / "dist")
-    staged = stage(build_dir, wheel)
+    staged = stage(build_dir, wheel, args.uv_exe)
     out_file = args.out_dir.resolve() / f"DDPStudio-Setup-{version}.exe"
-    compile_installer(makensis, staged, wheel, version, out_file)
+    compile_installer(makensis, staged, wheel, version, out_file, args.target)
     print(f"{out_file} ({out_file.stat().st_size / 1e6:.1f} MB)")
     return 0
 

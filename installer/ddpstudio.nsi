@@ -5,8 +5,11 @@
 ;   VERSION_QUAD    the same as four numbers for the file's version resource
 ;   APP_WHEEL       the app wheel's file name
 ;   PYTHON_VERSION  the Python the bootstrap asks uv for (ddpstudio.bootstrap.pins)
-;   STAGE           a folder holding uv.exe, ddpstudio.ico and wheels\APP_WHEEL
+;   STAGE           a folder holding uv.exe, ddpstudio.ico, finish-setup.cmd and wheels\APP_WHEEL
 ;   OUTFILE         where to write DDPStudio-Setup-VERSION.exe
+;   TARGET          NSIS target (default amd64-unicode; the Windows NSIS package
+;                   ships only the x86 stubs, so Windows builds pass x86-unicode,
+;                   which installs this 64-bit software just as well)
 ;
 ; What it does: copies uv.exe, the icon and the wheel into
 ; $LOCALAPPDATA\Programs\DDPStudio, lets uv fetch Python into that folder,
@@ -16,6 +19,13 @@
 ; window; with /S it runs headless and its exit code becomes ours).
 ; Shortcuts start `pythonw -m ddpstudio.bootstrap launch`, which opens the
 ; app, or finishes the setup first if it did not complete here.
+;
+; Nothing can leave a half install without a way on: before the first step
+; that can fail (the Python download) the uninstall entry and "Finish
+; setting up DDP Studio" shortcuts (finish-setup.cmd: the same uv steps, then
+; the launcher) exist; the "DDP Studio" shortcuts replace them once the
+; launcher's Python exists. The uninstaller keeps its entry and itself until
+; the files are really gone, and names the programs that hold them.
 ;
 ; Silent install: DDPStudio-Setup-X.exe /S  (exit code 0 = set up and verified)
 ; Silent uninstall: Uninstall.exe /S [/REMOVEDATA]
@@ -32,9 +42,12 @@
 !insertmacro Require STAGE
 !insertmacro Require OUTFILE
 
+!ifndef TARGET
+  !define TARGET amd64-unicode ; uv.exe and PyTorch's Windows wheels are x64 only
+!endif
 Unicode true
 ManifestDPIAware true
-Target amd64-unicode ; uv.exe and PyTorch's Windows wheels are x64 only
+Target ${TARGET}
 SetCompressor /SOLID lzma
 RequestExecutionLevel user
 
@@ -47,6 +60,12 @@ RequestExecutionLevel user
 !define MENU_DIR "$SMPROGRAMS\${APP_NAME}"
 !define LAUNCHER "$INSTDIR\bootstrap\Scripts\pythonw.exe"
 !define BOOTSTRAP_PYTHON "$INSTDIR\bootstrap\Scripts\python.exe"
+!define FINISH_NAME "Finish setting up ${APP_NAME}"
+!define FINISH_CMD "$INSTDIR\finish-setup.cmd"
+; Every host setup downloads from (ddpstudio.bootstrap.network.HOSTS; a test keeps them equal).
+!define HOSTS_PYTHON "releases.astral.sh and github.com"
+!define HOSTS_PACKAGES "pypi.org, files.pythonhosted.org and download.pytorch.org"
+!define NETWORK_HELP "At work, the proxy or firewall must allow ${HOSTS_PYTHON} (Python) and ${HOSTS_PACKAGES} (packages). Setup uses the proxy in HTTPS_PROXY, the Windows certificate store when UV_SYSTEM_CERTS=true is set (proxies that inspect HTTPS), and a Python download mirror from UV_PYTHON_INSTALL_MIRROR."
 
 Name "${APP_NAME} ${VERSION}"
 OutFile "${OUTFILE}"
@@ -67,6 +86,7 @@ VIAddVersionKey "LegalCopyright" "BSD-3-Clause"
 !include "MUI2.nsh"
 !include "LogicLib.nsh"
 !include "FileFunc.nsh"
+!include "Sections.nsh"
 
 !define MUI_ICON "${STAGE}\ddpstudio.ico"
 !define MUI_UNICON "${STAGE}\ddpstudio.ico"
@@ -104,6 +124,7 @@ Section "${APP_NAME} (required)" SecApp
   SetOutPath "$INSTDIR"
   File "${STAGE}\uv.exe"
   File "${STAGE}\ddpstudio.ico"
+  File "${STAGE}\finish-setup.cmd"
   ; An upgrade replaces the wheel; the bootstrap installs the newest one.
   Delete "$INSTDIR\wheels\ddpstudio-*.whl"
   SetOutPath "$INSTDIR\wheels"
@@ -121,18 +142,26 @@ Section "${APP_NAME} (required)" SecApp
   WriteRegDWORD HKCU "${UNINSTALL_KEY}" "NoModify" 1
   WriteRegDWORD HKCU "${UNINSTALL_KEY}" "NoRepair" 1
 
+  ; Before anything can fail: a way to finish the setup later.
+  CreateDirectory "${MENU_DIR}"
+  CreateShortCut "${MENU_DIR}\${FINISH_NAME}.lnk" "${FINISH_CMD}" "" "$INSTDIR\ddpstudio.ico" 0 SW_SHOWNORMAL "" "Download Python and finish installing ${APP_NAME}"
+  CreateShortCut "${MENU_DIR}\Uninstall ${APP_NAME}.lnk" "$INSTDIR\Uninstall.exe"
+  Call FinishShortcutOnDesktop
+
   !insertmacro UseOwnUvFolders
   Call PrepareBootstrapPython
 
-  ; Shortcuts start the launcher, which exists from now on (see the header).
-  CreateDirectory "${MENU_DIR}"
+  ; The launcher exists from now on (see the header): the real shortcuts replace the "finish" ones.
   CreateShortCut "${MENU_DIR}\${APP_NAME}.lnk" "${LAUNCHER}" '-m ddpstudio.bootstrap launch --root "$INSTDIR"' "$INSTDIR\ddpstudio.ico" 0 SW_SHOWNORMAL "" "Train PyTorch models on all your GPUs"
   CreateShortCut "${MENU_DIR}\Repair ${APP_NAME}.lnk" "${LAUNCHER}" '-m ddpstudio.bootstrap repair --root "$INSTDIR"' "$INSTDIR\ddpstudio.ico" 0 SW_SHOWNORMAL "" "Install PyTorch and ${APP_NAME} again"
-  CreateShortCut "${MENU_DIR}\Uninstall ${APP_NAME}.lnk" "$INSTDIR\Uninstall.exe"
+  Delete "${MENU_DIR}\${FINISH_NAME}.lnk"
 SectionEnd
 
 Section "Desktop shortcut" SecDesktop
-  CreateShortCut "$DESKTOP\${APP_NAME}.lnk" "${LAUNCHER}" '-m ddpstudio.bootstrap launch --root "$INSTDIR"' "$INSTDIR\ddpstudio.ico" 0 SW_SHOWNORMAL "" "Train PyTorch models on all your GPUs"
+  ${If} ${FileExists} "${LAUNCHER}"
+    CreateShortCut "$DESKTOP\${APP_NAME}.lnk" "${LAUNCHER}" '-m ddpstudio.bootstrap launch --root "$INSTDIR"' "$INSTDIR\ddpstudio.ico" 0 SW_SHOWNORMAL "" "Train PyTorch models on all your GPUs"
+    Delete "$DESKTOP\${FINISH_NAME}.lnk"
+  ${EndIf}
 SectionEnd
 
 Section "-Set up PyTorch" SecSetup
@@ -153,6 +182,13 @@ Function .onInit
   SetShellVarContext current ; per-user Start menu and desktop
 FunctionEnd
 
+; After the sections, so that ${SecDesktop} is defined.
+Function FinishShortcutOnDesktop
+  ${If} ${SectionIsSelected} ${SecDesktop}
+    CreateShortCut "$DESKTOP\${FINISH_NAME}.lnk" "${FINISH_CMD}" "" "$INSTDIR\ddpstudio.ico" 0 SW_SHOWNORMAL "" "Download Python and finish installing ${APP_NAME}"
+  ${EndIf}
+FunctionEnd
+
 Function un.onInit
   SetShellVarContext current
 FunctionEnd
@@ -165,7 +201,7 @@ Function PrepareBootstrapPython
   nsExec::ExecToLog '"$INSTDIR\uv.exe" python install ${PYTHON_VERSION} --no-config --no-bin --no-registry'
   Pop $0
   ${If} $0 != 0
-    MessageBox MB_RETRYCANCEL|MB_ICONEXCLAMATION "${APP_NAME} could not download Python.$\r$\n$\r$\nCheck that this computer is connected to the internet (at work: that the proxy or firewall allows github.com and pypi.org), then click Retry." /SD IDCANCEL IDRETRY retry
+    MessageBox MB_RETRYCANCEL|MB_ICONEXCLAMATION "${APP_NAME} could not download Python.$\r$\n$\r$\nCheck that this computer is connected to the internet, then click Retry. ${NETWORK_HELP}$\r$\n$\r$\nOr click Cancel: $\"${FINISH_NAME}$\" in the Start menu completes the installation later." /SD IDCANCEL IDRETRY retry
     SetErrorLevel 3
     Abort "Python could not be downloaded."
   ${EndIf}
@@ -221,12 +257,6 @@ Section "Uninstall"
     keep_data:
   ${EndIf}
 
-  Delete "$DESKTOP\${APP_NAME}.lnk"
-  Delete "${MENU_DIR}\${APP_NAME}.lnk"
-  Delete "${MENU_DIR}\Repair ${APP_NAME}.lnk"
-  Delete "${MENU_DIR}\Uninstall ${APP_NAME}.lnk"
-  RMDir "${MENU_DIR}"
-
   ; Only what the installer and the bootstrap created: never RMDir /r
   ; $INSTDIR itself, in case someone installed into a folder of their own.
   RMDir /r "$INSTDIR\env"
@@ -236,13 +266,121 @@ Section "Uninstall"
   RMDir /r "$INSTDIR\wheels"
   RMDir /r "$INSTDIR\logs"
   Delete "$INSTDIR\uv.exe"
+  Delete "$INSTDIR\finish-setup.cmd"
+  Delete "$INSTDIR\network.json"
+  Delete "$INSTDIR\uninstall-blocked.txt"
+
+  ; The app's shortcuts go in any case (what they start is gone or going).
+  Delete "$DESKTOP\${APP_NAME}.lnk"
+  Delete "$DESKTOP\${FINISH_NAME}.lnk"
+  Delete "${MENU_DIR}\${APP_NAME}.lnk"
+  Delete "${MENU_DIR}\Repair ${APP_NAME}.lnk"
+  Delete "${MENU_DIR}\${FINISH_NAME}.lnk"
+
+  Call un.Leftovers
+  Pop $R2
+  ${If} $R2 != ""
+    ; Keep the entry, this uninstaller and its shortcut, so "Uninstall" can be run again.
+    Call un.Holders
+    Pop $R3
+    ${If} $R3 == ""
+      StrCpy $R3 "another program (for example ${APP_NAME}, a training run, or a virus scanner)"
+    ${EndIf}
+    DetailPrint "Still in use: $R2; held by $R3"
+    ; Also in a file, for silent uninstalls and for support.
+    FileOpen $R4 "$INSTDIR\uninstall-blocked.txt" w
+    FileWrite $R4 "Still in use: $R2$\r$\nHeld by: $R3$\r$\n"
+    FileClose $R4
+    MessageBox MB_OK|MB_ICONEXCLAMATION "${APP_NAME} could not be removed completely: $R2 in $INSTDIR is still in use by $R3.$\r$\n$\r$\nClose that program, then uninstall ${APP_NAME} again (it stays in Installed apps until then)." /SD IDOK
+    SetErrorLevel 9
+    Return
+  ${EndIf}
+
+  Delete "${MENU_DIR}\Uninstall ${APP_NAME}.lnk"
+  RMDir "${MENU_DIR}"
   Delete "$INSTDIR\ddpstudio.ico"
   Delete "$INSTDIR\Uninstall.exe"
   RMDir "$INSTDIR"
   DeleteRegKey HKCU "${UNINSTALL_KEY}"
-
-  ${If} ${FileExists} "$INSTDIR\env\*.*"
-    MessageBox MB_OK|MB_ICONEXCLAMATION "Some files in $INSTDIR could not be removed because ${APP_NAME} (or a training run) is still running. Close it, then delete that folder." /SD IDOK
-    SetErrorLevel 9
-  ${EndIf}
 SectionEnd
+
+; Pushes which of our folders and files are still there ("" when none).
+Function un.Leftovers
+  StrCpy $0 ""
+  ${ForEach} $1 0 6 + 1
+    ${Select} $1
+      ${Case} 0
+        StrCpy $2 "env"
+      ${Case} 1
+        StrCpy $2 "bootstrap"
+      ${Case} 2
+        StrCpy $2 "python"
+      ${Case} 3
+        StrCpy $2 "cache"
+      ${Case} 4
+        StrCpy $2 "wheels"
+      ${Case} 5
+        StrCpy $2 "logs"
+      ${Case} 6
+        StrCpy $2 "uv.exe"
+    ${EndSelect}
+    ${If} ${FileExists} "$INSTDIR\$2"
+      ${If} $0 == ""
+        StrCpy $0 "$2"
+      ${Else}
+        StrCpy $0 "$0, $2"
+      ${EndIf}
+    ${EndIf}
+  ${Next}
+  Push $0
+FunctionEnd
+
+; Pushes the running programs started from $INSTDIR ("python.exe (process 1234), ..."),
+; the usual holders (the app, its training ranks, its uv). Toolhelp snapshot +
+; QueryFullProcessImageNameW; "" when there are none.
+Function un.Holders
+  StrCpy $0 ""
+  StrLen $5 "$INSTDIR\"
+  System::Call 'kernel32::GetCurrentProcessId() i .r8'
+  StrCpy $R5 $8 ; not this uninstaller (run in place with _?=)
+  System::Call 'kernel32::CreateToolhelp32Snapshot(i 2, i 0) p .r1' ; TH32CS_SNAPPROCESS
+  ${If} $1 == -1
+    Push ""
+    Return
+  ${EndIf}
+  ; PROCESSENTRY32W: dwSize, cntUsage, th32ProcessID, th32DefaultHeapID (pointer-sized), ..., szExeFile[260]
+  !if ${NSIS_PTR_SIZE} > 4
+    !define PE32_SIZE 568
+  !else
+    !define PE32_SIZE 556
+  !endif
+  System::Alloc ${PE32_SIZE}
+  Pop $2
+  System::Call '*$2(i ${PE32_SIZE})'
+  System::Call 'kernel32::Process32FirstW(p r1, p r2) i .r3'
+  ${DoWhile} $3 != 0
+    System::Call '*$2(i, i, i .r4)'
+    StrCpy $6 0
+    ${If} $4 != $R5
+      System::Call 'kernel32::OpenProcess(i 0x1000, i 0, i r4) p .r6' ; PROCESS_QUERY_LIMITED_INFORMATION
+    ${EndIf}
+    ${If} $6 != 0
+      System::Call 'kernel32::QueryFullProcessImageNameW(p r6, i 0, w .r7, *i ${NSIS_MAX_STRLEN}) i .r8'
+      System::Call 'kernel32::CloseHandle(p r6)'
+      StrCpy $9 $7 $5
+      ${If} $8 != 0
+      ${AndIf} $9 == "$INSTDIR\"
+        ${GetFileName} $7 $9
+        ${If} $0 == ""
+          StrCpy $0 "$9 (process $4)"
+        ${Else}
+          StrCpy $0 "$0, $9 (process $4)"
+        ${EndIf}
+      ${EndIf}
+    ${EndIf}
+    System::Call 'kernel32::Process32NextW(p r1, p r2) i .r3'
+  ${Loop}
+  System::Free $2
+  System::Call 'kernel32::CloseHandle(p r1)'
+  Push $0
+FunctionEnd

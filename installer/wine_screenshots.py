@@ -63,8 +63,13 @@ def main(argv: list[str]) -> int:
     setup, out_dir = Path(argv[0]).resolve(), Path(argv[1]).resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="ddpstudio-wine-") as prefix:
-        env = {**os.environ, "DISPLAY": DISPLAY, "WINEPREFIX": prefix, "WINEDEBUG": "-all",
-               "WINEDLLOVERRIDES": "mscoree,mshtml="}  # no Mono/Gecko install prompts
+        # A private HOME and no winemenubuilder: Wine would otherwise put the shortcuts on the
+        # real desktop and in the Linux menus.
+        home = Path(prefix) / "home"
+        home.mkdir()
+        env = {**os.environ, "DISPLAY": DISPLAY, "WINEPREFIX": str(Path(prefix) / "prefix"), "WINEDEBUG": "-all",
+               "HOME": str(home), "XDG_DATA_HOME": str(home / "data"), "XDG_CONFIG_HOME": str(home / "config"),
+               "WINEDLLOVERRIDES": "mscoree,mshtml,winemenubuilder.exe=d"}  # no Mono/Gecko install prompts
         xvfb = subprocess.Popen(["Xvfb", DISPLAY, "-screen", "0", "1024x768x24"])
         try:
             time.sleep(2)

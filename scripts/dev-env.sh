@@ -1,21 +1,28 @@
 #!/usr/bin/env bash
 # Creates .venv with DDP Studio and its pinned PyTorch (constraints.txt).
 #   bash scripts/dev-env.sh          the app (enough for 'ddpstudio run --demo')
-#   bash scripts/dev-env.sh --test   plus the test tools, and makensis/7z for the installer tests
+#   bash scripts/dev-env.sh --test   plus the test tools, and makensis/7z/wine/mingw-w64 for the installer tests
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
 extras=""
 if [ "${1:-}" = "--test" ]; then
   extras="[test]"
-  # The installer tests build a real NSIS installer and list it with 7z (Debian packages).
-  if ! command -v makensis >/dev/null || ! command -v 7z >/dev/null; then
+  # The installer tests build a real NSIS installer, list it with 7z, and run it under
+  # Wine with stand-in uv.exe/python.exe built by mingw-w64 (Debian packages).
+  missing=""
+  command -v makensis >/dev/null || missing="$missing nsis"
+  command -v 7z >/dev/null || missing="$missing p7zip-full"
+  command -v wine >/dev/null || missing="$missing wine64 wine"  # wine: the /usr/bin/wine launcher (only recommended by wine64)
+  command -v x86_64-w64-mingw32-gcc >/dev/null || missing="$missing gcc-mingw-w64-x86-64"
+  if [ -n "$missing" ]; then
     if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
-      echo "installing nsis and p7zip-full (installer tests)..."
+      echo "installing$missing (installer tests)..."
       DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null
-      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nsis p7zip-full >/dev/null
+      # shellcheck disable=SC2086
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null
     else
-      echo "note: makensis/7z missing and cannot be installed here; installer tests will fail" >&2
+      echo "note:$missing missing and cannot be installed here; the installer tests skip or fail" >&2
     fi
   fi
 fi

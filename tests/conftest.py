@@ -32,6 +32,16 @@ def processes_of(home: Path) -> list[psutil.Process]:
     return found
 
 
+def pytest_collection_modifyitems(config, items) -> None:
+    """``@pytest.mark.posix_only("why")`` tests skip on Windows with that reason."""
+    if sys.platform != "win32":
+        return
+    for item in items:
+        mark = item.get_closest_marker("posix_only")
+        if mark is not None:
+            item.add_marker(pytest.mark.skip(reason=f"POSIX only: {mark.args[0] if mark.args else 'see the test'}"))
+
+
 @pytest.fixture(autouse=True)
 def studio_home(tmp_path_factory, monkeypatch) -> Path:
     """Every test gets its own data directory, so runs, stores and the registry never mix."""

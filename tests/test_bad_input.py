@@ -56,6 +56,7 @@ def test_cifar_folder_without_the_batches(studio_home, tmp_path):
 
 
 @pytest.mark.parametrize("flag, what", [("--checkpoint-dir", "checkpoint folder"), ("--store-path", "store folder")])
+@pytest.mark.posix_only("/proc refuses new files on Linux only")
 def test_unwritable_folders(studio_home, tmp_path, flag, what):
     blocker = tmp_path / "a-file"
     blocker.write_text("x")

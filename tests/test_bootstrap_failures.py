@@ -16,10 +16,13 @@ from pathlib import Path
 import psutil
 import pytest
 
-from ddpstudio.bootstrap import failure
+from ddpstudio.bootstrap import failure, network
 from ddpstudio.bootstrap.failure import Problem, classify
 from ddpstudio.bootstrap.layout import RECORD_NAME, Layout
+from ddpstudio.bootstrap.uv import Uv
 from ddpstudio.core.platform import current
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 def stage_fake_root(root: Path) -> Path:
@@ -49,19 +52,44 @@ def last_line(text: str) -> str:
 
 def test_driver_too_old(tmp_path):
     root = stage_fake_root(tmp_path)
-    proc = setup(root, "--cuda-driver", "12.4")
+    proc = setup(root, "--cuda-driver", "11.4")  # an R470 driver
     assert proc.returncode == Problem.DRIVER_TOO_OLD.exit_code
     message = last_line(proc.stderr)
-    assert "NVIDIA driver is too old" in message and "CUDA 12.4" in message and "Retry" in message
+    assert "NVIDIA driver is too old" in message and "CUDA 11.4" in message and "Retry" in message
+    assert "driver 525 or newer" in message
     assert "Traceback" not in proc.stderr + proc.stdout
     assert "FAILED (DRIVER_TOO_OLD)" in (root / "logs" / "bootstrap.log").read_text()
 
 
 def test_driver_too_old_can_still_take_the_cpu_build_up_to_the_disk_check(tmp_path):
     root = stage_fake_root(tmp_path)
-    proc = setup(root, "--cuda-driver", "12.4", "--cpu", "--min-free-gb", "1e9")
+    proc = setup(root, "--cuda-driver", "11.4", "--cpu", "--min-free-gb", "1e9")
     assert proc.returncode == Problem.DISK_FULL.exit_code  # got past the driver, stopped at the disk
     assert "PyTorch build: cpu" in proc.stdout
+
+
+def test_blackwell_on_an_r570_driver_needs_a_driver_update(tmp_path):
+    root = stage_fake_root(tmp_path)
+    proc = setup(root, "--driver-cuda", "12.8", "--compute", "12.0")
+    assert proc.returncode == Problem.DRIVER_TOO_OLD.exit_code
+    message = last_line(proc.stderr)
+    assert "cu130" in message and "driver 580 or newer" in message and "CPU build" in message
+
+
+def test_gpus_no_single_build_covers_offer_the_cpu_build_not_retry(tmp_path):
+    root = stage_fake_root(tmp_path)
+    proc = setup(root, "--driver-cuda", "13.0", "--compute", "6.1,12.0")
+    assert proc.returncode == Problem.GPU_UNSUPPORTED.exit_code
+    message = last_line(proc.stderr)
+    assert "No single PyTorch 2.14.1 build runs on all these GPUs" in message and "CPU build" in message
+    assert "Retry" not in message
+
+
+def test_pascal_on_r580_takes_cu126_up_to_the_disk_check(tmp_path):
+    root = stage_fake_root(tmp_path)
+    proc = setup(root, "--driver-cuda", "13.0", "--compute", "6.1", "--min-free-gb", "1e9")
+    assert proc.returncode == Problem.DISK_FULL.exit_code
+    assert "PyTorch build: cu126" in proc.stdout and "cu130 has no kernels for compute 6.1 (Pascal)" in proc.stdout
 
 
 def test_not_enough_disk_space(tmp_path):
@@ -117,6 +145,92 @@ def test_no_root_is_a_usage_error(tmp_path):
 )
 def test_uv_errors_are_classified(output, problem):
     assert classify(output) is problem
+
+
+# uv 0.13.9's own words (`uv pip compile` of torch==2.14.1 with an extra index
+# that has only torch 2.11.0; reproduced by test_an_index_without_the_pin_names_itself).
+UV_NOT_ON_INDEX = (
+    "error: No solution found when resolving dependencies\n  cause: Because there is no version of torch==2.14.1 and "
+    "you require torch==2.14.1, we can conclude that your requirements are unsatisfiable.\n\nhint: `torch` was found "
+    "on https://download.pytorch.org/whl/cu128, but not at the requested version (torch==2.14.1). A compatible version "
+    "may be available on a subsequent index (e.g., https://pypi.org/simple). By default, uv will only consider "
+    "versions that are published on the first index that contains a given package"
+)
+
+
+def test_an_index_without_the_pinned_torch_is_named_and_offers_the_cpu_build():
+    assert classify(UV_NOT_ON_INDEX) is Problem.NOT_ON_INDEX
+    made = failure.from_uv("installing PyTorch and DDP Studio", UV_NOT_ON_INDEX, 1, "https://example.invalid/whl/cu999")
+    assert made.problem is Problem.NOT_ON_INDEX and made.exit_code == 13
+    assert "https://download.pytorch.org/whl/cu128" in made.message  # the index uv names wins
+    assert "torch==2.14.1" in made.message and made.cpu_fallback and not made.retry_helps
+    no_hint = failure.from_uv("installing", "Because there is no version of torch==2.14.1 and you require it", 1, "file:///m/simple")
+    assert "file:///m/simple" in no_hint.message
+
+
+def test_an_index_without_the_pin_names_itself(tmp_path):
+    """The real uv against a real index folder that has torch, but not 2.14.1 (no network)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "installer"))
+    import uvbinary
+
+    uv = REPO / "build" / "installer" / "uv-cache"
+    found = sorted(uv.glob("uv-*-manylinux*/uv")) if sys.platform.startswith("linux") else []
+    if not found:
+        try:
+            found = [uvbinary.uv_binary(uvbinary.LINUX, uv)] if sys.platform.startswith("linux") else []
+        except Exception as exc:  # noqa: BLE001 - no registry here: say so
+            pytest.skip(f"no Linux uv binary: {exc}")
+    if not found:
+        pytest.skip("the real-uv check runs on Linux")
+    index = make_index_with_old_torch(tmp_path / "simple")
+    # With the corporate-network settings the window saves: uv must accept them as they are.
+    layout = Layout(tmp_path, current())
+    network.save(layout.network_file, network.NetworkSettings("http://proxy.invalid:3128", True, "https://mirror.invalid/python"))
+    env = Uv(layout, found[-1], base_env=dict(os.environ)).environment()
+    assert env["UV_SYSTEM_CERTS"] == "true" and env["HTTPS_PROXY"] == "http://proxy.invalid:3128"
+    proc = subprocess.run(
+        [str(found[-1]), "pip", "compile", "--no-config", "--color", "never", "-", "--extra-index-url", index.as_uri(),
+         "--default-index", (tmp_path / "empty").as_uri(), "--python-version", "3.11", "--python-platform", "windows",
+         "--cache-dir", str(tmp_path / "cache"), "--offline"],
+        input="torch==2.14.1\n", capture_output=True, text=True, timeout=60, env=env,
+    )
+    assert proc.returncode != 0
+    made = failure.from_uv("installing PyTorch and DDP Studio", proc.stderr, proc.returncode, "unused")
+    assert made.problem is Problem.NOT_ON_INDEX, proc.stderr
+    assert index.as_uri() in made.message and made.cpu_fallback and not made.retry_helps
+    assert psutil.Process().children(recursive=True) == []
+
+
+def test_network_settings_reach_uv(tmp_path):
+    layout = Layout(tmp_path, current())
+    assert network.load(layout.network_file) == network.NetworkSettings()  # nothing saved: uv's defaults
+    layout.network_file.write_text("{not json")
+    assert network.load(layout.network_file) == network.NetworkSettings()
+    network.save(layout.network_file, network.NetworkSettings(" http://p:8080 ", True, "https://m.example/py/"))
+    env = Uv(layout, tmp_path / "uv", base_env={"HTTPS_PROXY": "http://old:1", "VIRTUAL_ENV": "x"}).environment()
+    assert env["HTTPS_PROXY"] == env["HTTP_PROXY"] == "http://p:8080"  # what the user saved wins
+    assert env["UV_SYSTEM_CERTS"] == "true" and env["UV_PYTHON_INSTALL_MIRROR"] == "https://m.example/py"
+    assert "VIRTUAL_ENV" not in env
+    plain = Uv(Layout(tmp_path / "other", current()), tmp_path / "uv", base_env={}).environment()
+    assert not {"HTTPS_PROXY", "UV_SYSTEM_CERTS", "UV_PYTHON_INSTALL_MIRROR"} & set(plain)
+    assert "system certificates" in network.load(layout.network_file).describe()
+
+
+def make_index_with_old_torch(simple: Path) -> Path:
+    """A PEP 503 folder index whose torch has only a tiny 2.11.0 wheel."""
+    import zipfile
+
+    (simple / "torch").mkdir(parents=True)
+    (simple.parent / "empty").mkdir(exist_ok=True)
+    name = "torch-2.11.0-py3-none-any.whl"
+    with zipfile.ZipFile(simple / "torch" / name, "w") as whl:
+        info = "torch-2.11.0.dist-info"
+        whl.writestr("torch/__init__.py", "")
+        whl.writestr(f"{info}/METADATA", "Metadata-Version: 2.1\nName: torch\nVersion: 2.11.0\n")
+        whl.writestr(f"{info}/WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        whl.writestr(f"{info}/RECORD", "")
+    (simple / "torch" / "index.html").write_text(f'<html><body><a href="{name}">{name}</a></body></html>')
+    return simple
     made = failure.from_uv("installing PyTorch and DDP Studio", output, 2)
     assert made.problem is problem
     assert "Retry" in made.message and "os error" not in made.message  # plain words only

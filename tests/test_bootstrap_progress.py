@@ -39,8 +39,31 @@ def test_failure_offers_retry_and_only_sometimes_the_cpu_build():
     assert "internet" in model.message
     model.restart()
     assert model.state == "running" and not model.can_retry and model.log[-1] == "---- retry ----"
-    model.apply(Failed(failure.driver_too_old("12.4", "12.6", "560")))
-    assert model.can_retry and model.can_use_cpu
+    model.apply(Failed(failure.no_gpu_build("The driver supports CUDA 11.4; cu126 needs 12.0.", driver_update_helps=True)))
+    assert model.can_retry and model.can_use_cpu and not model.can_set_network
+
+
+def test_a_network_failure_offers_the_network_settings():
+    model = ProgressModel()
+    model.apply(Failed(failure.network("Python")))
+    assert model.can_set_network and model.can_retry
+    for host in ("pypi.org", "files.pythonhosted.org", "download.pytorch.org", "releases.astral.sh", "github.com"):
+        assert host in model.message
+    assert "Network settings" in model.message
+
+
+@pytest.mark.parametrize(
+    "made",
+    [
+        failure.not_on_index("https://download.pytorch.org/whl/cu128", "torch==2.14.1 and torchvision==0.29.1"),
+        failure.no_gpu_build("No single PyTorch 2.14.1 build runs on all these GPUs: ...", driver_update_helps=False),
+    ],
+)
+def test_failures_retry_cannot_fix_offer_only_the_cpu_build(made):
+    """Never an endless Retry: where the same attempt fails the same way, the CPU build is the way on."""
+    model = ProgressModel()
+    model.apply(Failed(made))
+    assert model.state == "failed" and not model.can_retry and model.can_use_cpu and not model.can_set_network
 
 
 def test_download_lines_move_the_bar_inside_the_install_step():
@@ -115,3 +138,50 @@ def test_window_retry_after_failure(tmp_path):
         deadline.cancel()
     assert code == 0 and started == [True] and len(attempts) == 2
     assert not [t for t in threading.enumerate() if t.name == "ddpstudio-bootstrap"]  # the workers are gone
+
+
+@pytest.mark.skipif(not _display(), reason="needs a display (run under xvfb-run)")
+def test_window_offers_network_settings_after_a_download_failure(tmp_path):
+    """The real Tk window: a network failure shows "Network settings..."; its dialog opens; saving
+    writes network.json (which uv's environment then carries) and tries again."""
+    from ddpstudio.bootstrap import network
+    from ddpstudio.bootstrap.layout import Layout
+    from ddpstudio.bootstrap.uv import Uv
+    from ddpstudio.bootstrap.window import ProgressWindow
+
+    attempts: list[int] = []
+
+    def fake_attempt(options, sink, running):
+        attempts.append(1)
+        sink(StepStarted(1, 5, STEPS[0]))
+        sink(Failed(failure.network("Python")) if len(attempts) == 1 else Finished({}))
+
+    win = ProgressWindow(Options(root=tmp_path, platform=LINUX), start_app=lambda: None, run_attempt=fake_attempt)
+    seen: dict[str, bool] = {}
+
+    def drive() -> None:
+        win.root.update()
+        if win.model.state == "failed" and len(attempts) == 1 and "dialog" not in seen:
+            seen["button"] = bool(win.network_button.winfo_ismapped())
+            win.network_button.invoke()
+            seen["dialog"] = any(w.winfo_class() == "Toplevel" for w in win.root.winfo_children())
+            for w in win.root.winfo_children():
+                if w.winfo_class() == "Toplevel":
+                    w.destroy()
+            win.save_network(network.NetworkSettings("http://proxy.example:8080", True, ""))
+        elif win.model.state == "done":
+            win.start_button.invoke()
+            return
+        win.root.after(50, drive)
+
+    win.root.after(50, drive)
+    deadline = threading.Timer(20, win.root.quit)
+    deadline.start()
+    try:
+        code = win.run()
+    finally:
+        deadline.cancel()
+    assert code == 0 and seen == {"button": True, "dialog": True} and len(attempts) == 2
+    layout = Layout(tmp_path, LINUX)
+    env = Uv(layout, tmp_path / "uv", base_env={}).environment()
+    assert env["HTTPS_PROXY"] == "http://proxy.example:8080" and env["UV_SYSTEM_CERTS"] == "true"

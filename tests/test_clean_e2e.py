@@ -27,7 +27,7 @@ from ddpstudio.core.policy import Request, build_plan, write_plan
 from ddpstudio.core.launch.rundir import RunDir
 from tests.studio import ddpstudio
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.posix_only("kills ranks with SIGKILL")]
 
 # Long enough to be killed mid-training, small enough to start fast.
 TRAIN = ["--max-steps", "100000", "--epochs", "50", "--batch-size", "8", "--rendezvous-timeout", "20"]

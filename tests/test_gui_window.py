@@ -122,6 +122,7 @@ def test_injected_gpus_get_one_card_and_one_curve_each(qtbot, open_window):
 
 
 # -- the form ----------------------------------------------------------------------------
+@pytest.mark.posix_only("/proc refuses new files on Linux only")
 def test_invalid_input_shows_the_reason_and_keeps_launch_disabled(qtbot, open_window, tmp_path):
     window = open_window(DEMO)
     form = window.form
@@ -295,6 +296,7 @@ def test_a_leftover_on_a_fixed_store_path_is_removed_visibly_before_launch(qtbot
     assert_nothing_left(qtbot, studio_home)
 
 
+@pytest.mark.posix_only("kills the run with os.killpg and SIGKILL")
 def test_a_store_file_that_is_not_our_leftover_blocks_the_launch(qtbot, open_window, studio_home, tmp_path):
     store = tmp_path / "someone-elses.store"
     store.write_text("not ours")
@@ -374,6 +376,7 @@ def kill_run(qtbot, window: MainWindow) -> None:
                 pass
 
 
+@pytest.mark.posix_only("kills the run with os.killpg and SIGKILL")
 def test_clean_up_removes_a_real_stale_store_and_shows_the_result(qtbot, open_window, studio_home, tmp_path):
     store = tmp_path / "pg.store"
     window = open_window(SetupState(batch_size=8, image_size=32, max_steps=0, epochs=1000, store="fixed",

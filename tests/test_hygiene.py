@@ -95,6 +95,7 @@ def test_nothing_to_find_in_a_fresh_home():
     assert hygiene.clean().summary() == "Nothing to clean up."
 
 
+@pytest.mark.posix_only("start_new_session, os.killpg and SIGKILL")
 def test_orphaned_rank_and_its_worker_are_stopped_then_the_store_deleted(procs, tmp_path):
     rank = procs(WITH_WORKER, wait_ready=True)
     [worker] = psutil.Process(rank.pid).children()
@@ -120,6 +121,7 @@ def test_orphaned_rank_and_its_worker_are_stopped_then_the_store_deleted(procs, 
     assert "Stopped 2 processes" in report.summary() and store in report.summary()
 
 
+@pytest.mark.posix_only("start_new_session, os.killpg and SIGKILL")
 def test_workers_of_a_dead_rank_are_found_through_its_process_group(procs):
     rank = procs(WITH_WORKER, wait_ready=True)
     [worker] = psutil.Process(rank.pid).children()
@@ -133,6 +135,7 @@ def test_workers_of_a_dead_rank_are_found_through_its_process_group(procs):
     assert [p.pid for p in report.killed] == [worker.pid]
 
 
+@pytest.mark.posix_only("start_new_session, os.killpg and SIGKILL")
 def test_windows_branch_stops_each_process_of_the_tree(procs):
     rank = procs(WITH_WORKER, wait_ready=True)
     [worker] = psutil.Process(rank.pid).children()
@@ -144,6 +147,7 @@ def test_windows_branch_stops_each_process_of_the_tree(procs):
     assert not alive(rank)
 
 
+@pytest.mark.posix_only("start_new_session, os.killpg and SIGKILL")
 def test_a_rank_that_ignores_the_polite_signal_is_killed_after_the_grace_period(procs):
     rank = procs(IGNORES_TERM, wait_ready=True)
     record("dead", ranks=[rank])
@@ -154,6 +158,7 @@ def test_a_rank_that_ignores_the_polite_signal_is_killed_after_the_grace_period(
     assert rank.wait(5) == -signal.SIGKILL
 
 
+@pytest.mark.posix_only("start_new_session, os.killpg and SIGKILL")
 def test_a_recorded_pid_now_used_by_another_process_is_never_touched(procs, tmp_path):
     stranger = procs()
     ct = create_time(stranger.pid)
@@ -166,12 +171,14 @@ def test_a_recorded_pid_now_used_by_another_process_is_never_touched(procs, tmp_
     assert alive(stranger)
 
 
+@pytest.mark.posix_only("start_new_session, os.killpg and SIGKILL")
 def test_a_record_without_create_times_never_names_a_process_ours(procs):
     stranger = procs()
     record("old", ranks=[(stranger.pid, None)], state="failed")
     assert hygiene.scan().orphans == []
 
 
+@pytest.mark.posix_only("start_new_session, os.killpg and SIGKILL")
 def test_a_live_run_is_untouched(procs, tmp_path):
     live_rank = procs()
     live_store = stale_file(paths.store_dir() / "live.store")
@@ -229,6 +236,7 @@ def test_corrupt_record_is_reported_skipped_and_set_aside(tmp_path):
     assert hygiene.scan().corrupt_records == []
 
 
+@pytest.mark.posix_only("start_new_session, os.killpg and SIGKILL")
 def test_foreign_holder_is_listed_not_ours_and_stopped_only_when_asked(procs, tmp_path):
     store = stale_file(tmp_path / "pg")
     record("dead", store=store)
@@ -253,6 +261,7 @@ def test_foreign_holder_is_listed_not_ours_and_stopped_only_when_asked(procs, tm
     assert not alive(holder)
 
 
+@pytest.mark.posix_only("start_new_session, os.killpg and SIGKILL")
 def test_dry_run_changes_nothing(procs, tmp_path):
     rank = procs()
     store = stale_file(tmp_path / "pg")
@@ -265,6 +274,7 @@ def test_dry_run_changes_nothing(procs, tmp_path):
     assert rec.state == "running"
 
 
+@pytest.mark.posix_only("start_new_session, os.killpg and SIGKILL")
 def test_clean_acts_only_on_what_was_shown(procs, tmp_path):
     shown = hygiene.scan()  # empty
     rank = procs()
@@ -290,6 +300,7 @@ def test_prelaunch_passes_a_path_that_does_not_exist(tmp_path):
     assert result.ok and result.cleaned == []
 
 
+@pytest.mark.posix_only("start_new_session, os.killpg and SIGKILL")
 def test_prelaunch_cleans_our_own_leftover_and_its_orphans(procs, tmp_path):
     store = stale_file(tmp_path / "pg")
     rank = procs(f"f = open({store!r}); print('ready', flush=True); import time; time.sleep(300)",
@@ -321,6 +332,7 @@ def test_prelaunch_blocks_a_store_a_live_run_uses(tmp_path):
     assert not result.ok and "run busy is using" in result.message and os.path.exists(store)
 
 
+@pytest.mark.posix_only("start_new_session, os.killpg and SIGKILL")
 def test_prelaunch_blocks_our_leftover_held_by_a_foreign_process(procs, tmp_path):
     store = stale_file(tmp_path / "pg")
     record("dead", store=store, state="failed")

@@ -17,9 +17,15 @@ sys.path.insert(0, str(REPO / "installer"))
 
 import build  # noqa: E402  (installer/build.py)
 
-needs_tools = pytest.mark.skipif(
+_needs_makensis_and_7z = pytest.mark.skipif(
     not (shutil.which("makensis") and shutil.which("7z")), reason="needs makensis and 7z (apt-get install nsis p7zip-full)"
 )
+# Debian's makensis has the amd64 stubs; on Windows the workflow builds the installer itself (x86-unicode).
+_debian_makensis = pytest.mark.posix_only("builds with Debian's makensis and its amd64 stubs")
+
+
+def needs_tools(test):
+    return _debian_makensis(_needs_makensis_and_7z(test))
 
 
 def no_process_left() -> None:
@@ -59,7 +65,7 @@ def test_installer_contents(installer, tmp_path):
     assert props["Type"] == "Nsis" and props["SubType"].startswith("NSIS-3 Unicode 64-bit")
     paths = set(props["paths"].splitlines())
     wheel = f"wheels/ddpstudio-{build.package_version()}-py3-none-any.whl"
-    assert {"uv.exe", "ddpstudio.ico", wheel, "Uninstall.exe"} <= paths, paths
+    assert {"uv.exe", "ddpstudio.ico", "finish-setup.cmd", wheel, "Uninstall.exe"} <= paths, paths
 
     subprocess.run(["7z", "x", "-y", f"-o{tmp_path}", str(installer), "uv.exe", "ddpstudio.ico", wheel, "Uninstall.exe"],
                    check=True, capture_output=True, timeout=120)
@@ -81,6 +87,45 @@ def test_script_refuses_to_compile_without_the_build_defines(tmp_path):
     assert proc.returncode != 0
     assert "build with installer/build.py" in proc.stdout + proc.stderr
     no_process_left()
+
+
+@needs_tools
+def test_x86_unicode_target_compiles(installer, tmp_path):
+    """NSIS' Windows package has no amd64 stubs; the workflow builds with --target x86-unicode."""
+    staged = REPO / "build" / "installer" / "stage"  # what the module's build staged
+    wheel = next((staged / "wheels").glob("ddpstudio-*.whl"))
+    out = tmp_path / "DDPStudio-Setup-x86.exe"
+    build.compile_installer(build.find_makensis(), staged, wheel, build.package_version(), out, "x86-unicode")
+    props = listing(out)
+    assert props["Type"] == "Nsis" and props["SubType"].startswith("NSIS-3 Unicode") and "64-bit" not in props["SubType"]
+    assert "finish-setup.cmd" in props["paths"].splitlines()
+    no_process_left()
+
+
+def test_finish_setup_script_repeats_the_installers_python_steps():
+    script = build.finish_setup_script("ddpstudio-9.9.9-py3-none-any.whl", "3.11")
+    nsis = (REPO / "installer" / "ddpstudio.nsi").read_text(encoding="utf-8")
+    assert script.count("\r\n") == len(script.splitlines()) and script.isascii()  # cmd.exe wants CRLF
+    for step in ("python install 3.11 --no-config --no-bin --no-registry",
+                 "venv --no-config --python 3.11 --managed-python --clear",
+                 "pip install --no-config --python", "--no-deps --reinstall"):
+        assert step in script
+    assert "python install ${PYTHON_VERSION} --no-config --no-bin --no-registry" in nsis  # the same flags there
+    assert script.count("if errorlevel 1 goto failed") == 3 and "||" not in script
+    assert "wheels\\ddpstudio-9.9.9-py3-none-any.whl" in script
+    assert '-m ddpstudio.bootstrap launch --root "%HERE%"' in script
+
+
+def test_network_help_names_the_hosts_setup_uses():
+    """The installer's, finish-setup.cmd's and the bootstrap's network help name the same hosts and settings."""
+    from ddpstudio.bootstrap import network
+
+    nsis = (REPO / "installer" / "ddpstudio.nsi").read_text(encoding="utf-8")
+    script = build.finish_setup_script("w.whl", "3.11")
+    for host in network.HOSTS:
+        assert host.name in nsis and host.name in script and host.name in network.help_text(), host.name
+    for setting in ("HTTPS_PROXY", "UV_SYSTEM_CERTS", "UV_PYTHON_INSTALL_MIRROR"):
+        assert setting in nsis and setting in script and setting in network.help_text(), setting
 
 
 def test_version_helpers():

@@ -109,6 +109,7 @@ def test_a_crashing_rank_stops_the_other_and_is_the_root_cause(studio_home):
     assert not processes_of(studio_home)
 
 
+@pytest.mark.posix_only("SIGINT to a child; Windows needs CTRL_C_EVENT and a shared console")
 def test_ctrl_c_stops_the_run_and_leaves_nothing(studio_home):
     cli = subprocess.Popen([sys.executable, "-m", "ddpstudio", "run", "--json", "--max-steps", "100000", *TINY],
                            stdout=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)

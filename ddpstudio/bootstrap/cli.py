@@ -3,13 +3,15 @@
     setup   build the environment (the installer runs this at the end)
     repair  delete the environment and build it again (Start menu: "Repair DDP Studio")
     launch  start the app, setting it up first if needed (the app's shortcut)
-    choose  print what the driver table picks here, change nothing
+    choose  print which PyTorch build fits this driver and these GPUs, change nothing
+            (choose [--driver-cuda X.Y] [--compute A.B,C.D] [--json])
 
 Every package source can be overridden for mirrors and tests, by flag or by
 environment variable (flags win): DDPSTUDIO_TORCH_INDEX_URL,
 DDPSTUDIO_EXTRA_INDEX_URL and DDPSTUDIO_FIND_LINKS (space-separated),
 DDPSTUDIO_DEFAULT_INDEX, DDPSTUDIO_INDEX_STRATEGY, DDPSTUDIO_BOOTSTRAP_PYTHON,
-DDPSTUDIO_BOOTSTRAP_CUDA_DRIVER ("12.8" or "none": the driver seam).
+DDPSTUDIO_BOOTSTRAP_CUDA_DRIVER ("12.8" or "none": the driver seam),
+DDPSTUDIO_BOOTSTRAP_COMPUTE ("6.1,8.9": the GPUs' compute capabilities).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from pathlib import Path
 from typing import Sequence
 
 from ddpstudio.bootstrap import driver as nvidia
-from ddpstudio.bootstrap.cuda_index import CPU_BUILD, DriverTooOld, choose_build
+from ddpstudio.bootstrap.cuda_index import CPU_BUILD, TORCH_VERSION, Choice, Verdict, choose
 from ddpstudio.bootstrap.environment import Options
 from ddpstudio.bootstrap.failure import Problem
 from ddpstudio.bootstrap.layout import Layout
@@ -47,7 +49,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--index-strategy", default=os.environ.get("DDPSTUDIO_INDEX_STRATEGY"), help="uv's --index-strategy")
     p.add_argument("--wheel", type=Path, help="the app wheel (default: the newest in <root>/wheels)")
     p.add_argument("--uv", type=Path, help="the uv executable (default: <root>/uv.exe)")
-    p.add_argument("--cuda-driver", help='pretend the driver supports this CUDA version ("12.8") or that there is none ("none")')
+    p.add_argument("--driver-cuda", "--cuda-driver", dest="cuda_driver", help='pretend the driver supports this CUDA version ("12.8") or that there is none ("none")')
+    p.add_argument("--compute", help='pretend the GPUs have these compute capabilities ("6.1,8.9")')
+    p.add_argument("--json", action="store_true", help="choose: print JSON")
     p.add_argument("--cpu", action="store_true", help="install the CPU build whatever the driver")
     p.add_argument("--min-free-gb", type=float, help="free disk space to insist on")
     return p
@@ -72,26 +76,36 @@ def options_from(args: argparse.Namespace, root: Path) -> Options:
         wheel=args.wheel.resolve() if args.wheel else None,
         uv=args.uv.resolve() if args.uv else None,
         cuda_driver=args.cuda_driver,
+        compute=args.compute,
         force_cpu=args.cpu,
         repair=args.action == "repair",
         min_free_gb=args.min_free_gb,
     )
 
 
-def _choose(options: Options) -> int:
-    info = nvidia.detect(options.platform, options.cuda_driver)
-    out: dict[str, object] = {"driver": {"cuda": str(info.cuda) if info.cuda else None, "version": info.driver_version, "state": info.state}}
-    try:
-        build = CPU_BUILD if options.force_cpu else choose_build(info.cuda)
-    except DriverTooOld as exc:
-        out["build"] = None
-        out["problem"] = str(exc)
+def _choose(options: Options, as_json: bool) -> int:
+    """Prints the decision; exit 0 with a build, else the setup's exit code for the same case."""
+    info = nvidia.detect(options.platform, options.cuda_driver, options.compute)
+    choice = Choice(CPU_BUILD, "The CPU build, as asked.") if options.force_cpu else choose(info.cuda, info.gpus)
+    build = choice.build or CPU_BUILD  # nothing else runs here: the CPU build is the offer
+    code = 0
+    if choice.build is None:
+        code = (Problem.DRIVER_TOO_OLD if choice.verdict is Verdict.DRIVER_TOO_OLD else Problem.GPU_UNSUPPORTED).exit_code
+    out = {
+        "build": build.tag,
+        "reason": choice.reason,
+        "gpu_build_possible": choice.build is not None,
+        "index_url": options.torch_index or build.index_url,
+        "torch": TORCH_VERSION,
+        "minor_version_compatibility": choice.minor_compat,
+        "driver": {"cuda": str(info.cuda) if info.cuda else None, "version": info.driver_version, "state": info.state},
+        "gpus": [{"name": n, "compute": str(c)} for n, c in zip(info.gpu_names or (None,) * len(info.gpus), info.gpus)],
+    }
+    if as_json:
         print(json.dumps(out, indent=2))
-        return Problem.DRIVER_TOO_OLD.exit_code
-    out["build"] = build.tag
-    out["index_url"] = options.torch_index or build.index_url
-    print(json.dumps(out, indent=2))
-    return 0
+    else:
+        print(f"{build.tag}  ({out['index_url']})\n{info.describe()}\n{choice.reason}")
+    return code
 
 
 def _run_setup(options: Options, no_window: bool, launch_after: bool) -> int:
@@ -127,13 +141,22 @@ def _run_setup(options: Options, no_window: bool, launch_after: bool) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    if args.action == "choose" and args.root is None:
+        args.root = Path.cwd()  # choose reads and writes nothing there
     root = args.root or _default_root()
     if root is None:
         print("--root is required: the DDP Studio installation folder.", file=sys.stderr)
         return 2
-    options = options_from(args, root)
+    try:
+        options = options_from(args, root)
+        if args.cuda_driver:
+            nvidia.parse_override(args.cuda_driver, args.compute)
+        elif args.compute:
+            nvidia.parse_computes(args.compute)
+    except ValueError as exc:
+        parser().error(str(exc))
     if args.action == "choose":
-        return _choose(options)
+        return _choose(options, args.json)
     if args.action == "launch":
         from ddpstudio.bootstrap import launch
 

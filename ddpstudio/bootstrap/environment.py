@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from ddpstudio.bootstrap import driver as nvidia
-from ddpstudio.bootstrap import exchange, failure, process, record, verify
-from ddpstudio.bootstrap.cuda_index import CPU_BUILD, DriverTooOld, TorchBuild, choose_build
+from ddpstudio.bootstrap import exchange, failure, network, process, record, verify
+from ddpstudio.bootstrap.cuda_index import CPU_BUILD, TorchBuild, Verdict, choose
 from ddpstudio.bootstrap.events import Finished, LogLine, Sink, StepStarted
 from ddpstudio.bootstrap.layout import Layout
 from ddpstudio.bootstrap.lock import SetupLock
@@ -55,6 +55,7 @@ class Options:
     wheel: Path | None = None  # None: the newest in <root>/wheels
     uv: Path | None = None  # None: <root>/uv(.exe)
     cuda_driver: str | None = None  # the driver seam: "12.8" or "none"
+    compute: str | None = None  # the GPU seam: "6.1,8.9"
     force_cpu: bool = False
     repair: bool = False  # start from an empty environment
     min_free_gb: float | None = None  # None: NEEDED_GB
@@ -102,7 +103,7 @@ class _Run:
         if wheel is None or not wheel.is_file():
             raise failure.files_missing(f"the DDP Studio package (ddpstudio-*.whl in {layout.wheels_dir})")
         self.log(f"DDP Studio package: {wheel.name}")
-        driver = nvidia.detect(opts.platform, opts.cuda_driver)
+        driver = nvidia.detect(opts.platform, opts.cuda_driver, opts.compute)
         self.log(driver.describe())
         build = self._choose(driver)
         sources = Sources(
@@ -113,6 +114,7 @@ class _Run:
             index_strategy=opts.index_strategy,
         )
         self.log(f"PyTorch build: {build.tag} ({', '.join(PINS)}) from {sources.torch_index}")
+        self.log(network.load(layout.network_file).describe())
         self._check_disk(build)
 
         previous = record.read(layout.record)
@@ -127,7 +129,7 @@ class _Run:
         if self.running.cancelled.is_set():
             raise failure.cancelled()
         if result.returncode != 0:
-            raise failure.from_uv("installing PyTorch and DDP Studio", result.output, result.returncode)
+            raise failure.from_uv("installing PyTorch and DDP Studio", result.output, result.returncode, sources.torch_index)
 
         self.step()
         checked = verify.verify(layout.python(layout.env), build, opts.platform, self.log, env, self.running)
@@ -169,10 +171,11 @@ class _Run:
         if self.options.force_cpu:
             self.log("Using the CPU build, as asked.")
             return CPU_BUILD
-        try:
-            return choose_build(driver.cuda)
-        except DriverTooOld as exc:
-            raise failure.driver_too_old(str(exc.driver_cuda), str(exc.oldest.cuda), exc.oldest.driver_series) from None
+        choice = choose(driver.cuda, driver.gpus)
+        self.log(f"Build choice: {choice.reason}")
+        if choice.build is None:
+            raise failure.no_gpu_build(choice.reason, driver_update_helps=choice.verdict is Verdict.DRIVER_TOO_OLD)
+        return choice.build
 
     def _check_disk(self, build: TorchBuild) -> None:
         needed = self.options.min_free_gb

@@ -14,6 +14,8 @@ from enum import Enum
 
 from ddpstudio.core.platform import current
 from ddpstudio.core.process.exitcodes import describe_exit
+from ddpstudio.bootstrap.network import HOSTS_SENTENCE
+from ddpstudio.bootstrap.pins import TORCH, TORCHVISION
 
 
 class Problem(Enum):
@@ -27,6 +29,8 @@ class Problem(Enum):
     FILES_IN_USE = 9
     CANCELLED = 10
     BUSY = 11
+    GPU_UNSUPPORTED = 12  # no PyTorch build has kernels for (all) these GPUs
+    NOT_ON_INDEX = 13  # the chosen wheel index does not have the pinned torch
 
     @property
     def exit_code(self) -> int:
@@ -36,12 +40,15 @@ class Problem(Enum):
 class BootstrapFailure(Exception):
     """A failure the user can act on; ``message`` is for people, ``detail`` for the log."""
 
-    def __init__(self, problem: Problem, message: str, detail: str = "", cpu_fallback: bool = False) -> None:
+    def __init__(
+        self, problem: Problem, message: str, detail: str = "", cpu_fallback: bool = False, retry_helps: bool = True
+    ) -> None:
         super().__init__(message)
         self.problem = problem
         self.message = message
         self.detail = detail
         self.cpu_fallback = cpu_fallback  # offer "Use the CPU build instead"
+        self.retry_helps = retry_helps  # False: the same attempt fails the same way, offer no Retry
 
     @property
     def exit_code(self) -> int:
@@ -52,6 +59,16 @@ class BootstrapFailure(Exception):
 # Windows: os error 112 is ERROR_DISK_FULL, 32 ERROR_SHARING_VIOLATION;
 # Linux: os error 28 is ENOSPC.
 _PATTERNS: tuple[tuple[Problem, re.Pattern[str]], ...] = (
+    # uv 0.13: "there is no version of torch==2.14.1" + "hint: `torch` was found on <index>,
+    # but not at the requested version" (first-index strategy: no fallback to later indexes).
+    (
+        Problem.NOT_ON_INDEX,
+        re.compile(
+            r"there is no version of (torch|torchvision)==|"
+            r"`(torch|torchvision)` was found on \S+, but not at the requested version",
+            re.I,
+        ),
+    ),
     (Problem.DISK_FULL, re.compile(r"no space left on device|not enough space on the disk|os error (28|112)\b|disk (is )?full", re.I)),
     (Problem.FILES_IN_USE, re.compile(r"being used by another process|os error 32\b|access is denied|os error 5\b", re.I)),
     (
@@ -78,10 +95,41 @@ def network(what: str, detail: str = "") -> BootstrapFailure:
     return BootstrapFailure(
         Problem.NETWORK,
         f"DDP Studio could not download {what}. Check that this computer is connected to the internet "
-        "(at work: that the proxy or firewall allows pypi.org, download.pytorch.org and github.com), "
-        "then click Retry.",
+        f"(at work: that the proxy or firewall allows {HOSTS_SENTENCE}; \"Network settings\" sets a proxy, "
+        "the system's certificates or a Python download mirror), then click Retry.",
         detail,
     )
+
+
+def index_url_in(output: str) -> str | None:
+    """The index uv names in its "was found on <index>, but not at the requested version" hint."""
+    match = re.search(r"`(?:torch|torchvision)` was found on (\S+?),? but not at the requested version", output)
+    return match.group(1) if match else None
+
+
+def not_on_index(index_url: str, pins: str, detail: str = "") -> BootstrapFailure:
+    """The chosen PyTorch index lacks the pinned version: retrying cannot help, the CPU build can."""
+    return BootstrapFailure(
+        Problem.NOT_ON_INDEX,
+        f"The PyTorch wheel index {index_url} does not offer {pins}, so this PyTorch build cannot be installed. "
+        "Use the CPU build now (training will not use the GPUs), or install a DDP Studio version made for "
+        "this PyTorch build.",
+        detail,
+        cpu_fallback=True,
+        retry_helps=False,
+    )
+
+
+def no_gpu_build(reason: str, driver_update_helps: bool) -> BootstrapFailure:
+    """No GPU build runs here (driver too old, GPU too old, or GPUs no one build covers)."""
+    if driver_update_helps:
+        then = ("Update the NVIDIA driver (nvidia.com/drivers, or the NVIDIA App), restart the computer, then click "
+                "Retry. Or use the CPU build now (training will not use the GPUs) and choose \"Repair DDP Studio\" "
+                "after updating the driver.")
+        return BootstrapFailure(Problem.DRIVER_TOO_OLD, f"Your NVIDIA driver is too old for PyTorch. {reason} {then}",
+                                reason, cpu_fallback=True)
+    return BootstrapFailure(Problem.GPU_UNSUPPORTED, f"{reason} Use the CPU build (training will not use the GPUs).",
+                            reason, cpu_fallback=True, retry_helps=False)
 
 
 def disk_full(free_gb: float | None, needed_gb: float, where: str, detail: str = "") -> BootstrapFailure:
@@ -91,19 +139,6 @@ def disk_full(free_gb: float | None, needed_gb: float, where: str, detail: str =
         f"There is not enough free disk space. DDP Studio needs about {needed_gb:.0f} GB on the drive of "
         f"{where} for PyTorch.{free} Free some space (for example, empty the Recycle Bin), then click Retry.",
         detail,
-    )
-
-
-def driver_too_old(driver_cuda: str, needed_cuda: str, driver_series: str | None) -> BootstrapFailure:
-    series = f" (driver {driver_series} or newer)" if driver_series else ""
-    return BootstrapFailure(
-        Problem.DRIVER_TOO_OLD,
-        f"Your NVIDIA driver is too old for PyTorch: it supports CUDA {driver_cuda}, and PyTorch needs CUDA "
-        f"{needed_cuda}{series}. Update the driver (nvidia.com/drivers, or the NVIDIA App), restart the "
-        "computer, then click Retry. Or use the CPU build now (training will not use the GPUs) and choose "
-        "\"Repair DDP Studio\" after updating the driver.",
-        f"driver CUDA {driver_cuda} < {needed_cuda}",
-        cpu_fallback=True,
     )
 
 
@@ -132,10 +167,13 @@ def not_verified(reason: str, detail: str = "", cpu_fallback: bool = False) -> B
     )
 
 
-def from_uv(step: str, output: str, returncode: int) -> BootstrapFailure:
-    """The failure for a uv command that exited with ``returncode``."""
+def from_uv(step: str, output: str, returncode: int, torch_index: str | None = None) -> BootstrapFailure:
+    """The failure for a uv command that exited with ``returncode``
+    (``torch_index``: the PyTorch index it was given, named when it lacks the pins)."""
     detail = f"uv ended ({describe_exit(returncode, current())}) while {step}"
     problem = classify(output)
+    if problem is Problem.NOT_ON_INDEX:
+        return not_on_index(index_url_in(output) or torch_index or "(the PyTorch index)", f"{TORCH} and {TORCHVISION}", detail)
     if problem is Problem.NETWORK:
         return network("PyTorch and DDP Studio's other parts" if "install" in step else "Python", detail)
     if problem is Problem.DISK_FULL:

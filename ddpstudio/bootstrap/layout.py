@@ -77,6 +77,11 @@ class Layout:
     def lock_file(self) -> Path:
         return self.root / "logs" / "bootstrap.lock"
 
+    @property
+    def network_file(self) -> Path:
+        """Proxy, certificates and mirror settings (bootstrap.network)."""
+        return self.root / "network.json"
+
     def _bin(self, venv: Path) -> Path:
         return venv / ("Scripts" if self.platform.is_windows else "bin")
 

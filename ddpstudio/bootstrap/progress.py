@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ddpstudio.bootstrap.events import Event, Failed, Finished, LogLine, StepStarted
-from ddpstudio.bootstrap.failure import BootstrapFailure
+from ddpstudio.bootstrap.failure import BootstrapFailure, Problem
 from ddpstudio.bootstrap.uvoutput import DownloadTally
 
 # How much of the bar each step is worth: installing PyTorch is most of the wait.
@@ -63,7 +63,13 @@ class ProgressModel:
 
     @property
     def can_retry(self) -> bool:
-        return self.state == "failed"
+        """Retry only where it can help (an index without the pinned torch fails the same way again)."""
+        return self.state == "failed" and (self.failure is None or self.failure.retry_helps)
+
+    @property
+    def can_set_network(self) -> bool:
+        """A download failed: offer proxy, certificates and the Python mirror."""
+        return self.state == "failed" and self.failure is not None and self.failure.problem is Problem.NETWORK
 
     @property
     def can_use_cpu(self) -> bool:

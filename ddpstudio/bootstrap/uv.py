@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
+from ddpstudio.bootstrap import network
 from ddpstudio.bootstrap.layout import Layout
 from ddpstudio.bootstrap.pins import PINS
 
@@ -58,6 +59,7 @@ class Uv:
         """The child environment. The cache and the Pythons stay inside the
         installation (the uninstaller removes them) unless the caller set them."""
         env = {k: v for k, v in self.base_env.items() if k not in _FOREIGN}
+        env.update(network.load(self.layout.network_file).environment())  # what the user saved wins
         env.setdefault("UV_CACHE_DIR", str(self.layout.cache_dir))
         env.setdefault("UV_PYTHON_INSTALL_DIR", str(self.layout.python_dir))
         return env

@@ -18,9 +18,11 @@ from tkinter import messagebox, ttk
 from tkinter.scrolledtext import ScrolledText
 from typing import Callable
 
+from ddpstudio.bootstrap import network
 from ddpstudio.bootstrap.environment import Options, attempt
 from ddpstudio.bootstrap.events import Event, Sink
 from ddpstudio.bootstrap.failure import Problem
+from ddpstudio.bootstrap.layout import Layout
 from ddpstudio.bootstrap.process import Running
 from ddpstudio.bootstrap.progress import ProgressModel
 
@@ -86,6 +88,7 @@ class ProgressWindow:
         self.start_button = ttk.Button(buttons, text="Start DDP Studio", command=self._start_app)
         self.retry_button = ttk.Button(buttons, text="Retry", command=self._retry)
         self.cpu_button = ttk.Button(buttons, text="Use the CPU build instead", command=self._use_cpu)
+        self.network_button = ttk.Button(buttons, text="Network settings...", command=self._network_dialog)
         self.buttons = buttons
 
     # --- the worker -------------------------------------------------------
@@ -131,6 +134,7 @@ class ProgressWindow:
             (self.start_button, model.can_start_app and self.start_app is not None),
             (self.retry_button, model.can_retry),
             (self.cpu_button, model.can_use_cpu),
+            (self.network_button, model.can_set_network),
         ):
             if wanted and not button.winfo_ismapped():
                 button.pack(side="right", padx=(0, 8))
@@ -145,6 +149,38 @@ class ProgressWindow:
     def _use_cpu(self) -> None:
         self.options = dataclasses.replace(self.options, force_cpu=True)
         self._retry()
+
+    def save_network(self, settings: network.NetworkSettings) -> None:
+        """Saves the settings (every later uv call uses them) and tries again."""
+        network.save(Layout(self.options.root, self.options.platform).network_file, settings)
+        self._retry()
+
+    def _network_dialog(self) -> None:
+        """Proxy, the system's certificates and a Python download mirror: what corporate networks need."""
+        current = network.load(Layout(self.options.root, self.options.platform).network_file)
+        dialog = tk.Toplevel(self.root)
+        dialog.title("Network settings")
+        dialog.transient(self.root)
+        frame = ttk.Frame(dialog, padding=12)
+        frame.pack(fill="both", expand=True)
+        ttk.Label(frame, text=network.help_text(), wraplength=520, justify="left").grid(row=0, column=0, columnspan=2, sticky="w")
+        proxy, mirror = tk.StringVar(value=current.proxy), tk.StringVar(value=current.python_mirror)
+        certs = tk.BooleanVar(value=current.system_certs)
+        ttk.Label(frame, text="Proxy (http://host:port):").grid(row=1, column=0, sticky="w", pady=(10, 2))
+        ttk.Entry(frame, textvariable=proxy, width=48).grid(row=1, column=1, sticky="we", pady=(10, 2))
+        ttk.Checkbutton(frame, text="Use the system's certificates (for proxies that inspect HTTPS)", variable=certs).grid(
+            row=2, column=0, columnspan=2, sticky="w", pady=2)
+        ttk.Label(frame, text="Python download mirror:").grid(row=3, column=0, sticky="w", pady=2)
+        ttk.Entry(frame, textvariable=mirror, width=48).grid(row=3, column=1, sticky="we", pady=2)
+
+        def save() -> None:
+            dialog.destroy()
+            self.save_network(network.NetworkSettings(proxy.get(), certs.get(), mirror.get()))
+
+        row = ttk.Frame(frame)
+        row.grid(row=4, column=0, columnspan=2, sticky="e", pady=(12, 0))
+        ttk.Button(row, text="Cancel", command=dialog.destroy).pack(side="right")
+        ttk.Button(row, text="Save and retry", command=save).pack(side="right", padx=(0, 8))
 
     def _start_app(self) -> None:
         assert self.start_app is not None

@@ -5,9 +5,11 @@ from __future__ import annotations
 import math
 import sys
 import time
-from typing import TextIO
+from typing import Any, TextIO
 
+from ddpstudio.cli.vt import enable_virtual_terminal
 from ddpstudio.core import protocol
+from ddpstudio.core.platform import Platform, current
 
 
 def format_eta(seconds: float | None) -> str:
@@ -22,9 +24,14 @@ def format_eta(seconds: float | None) -> str:
 class ProgressView:
     """Consumes protocol events; dispatches by type to ``_handle_<type>``."""
 
-    def __init__(self, out: TextIO | None = None, tty: bool | None = None, every: int = 5) -> None:
+    def __init__(
+        self, out: TextIO | None = None, tty: bool | None = None, every: int = 5, platform: Platform | None = None,
+        kernel32: Any | None = None,
+    ) -> None:
         self.out = out or sys.stdout
         self.tty = self.out.isatty() if tty is None else tty
+        if self.tty and not enable_virtual_terminal(platform or current(), kernel32):
+            self.tty = False  # a console that would print ESC[K literally: plain lines instead
         self.every = every
         self.total: int | None = None
         self.first_step_t: float | None = None
