@@ -101,14 +101,26 @@ def check_recipe(spec: RecipeSpec) -> list[Problem]:
         if problem:
             problems.append(problem)
     if spec.resume:
-        from ddpstudio.core.plan import CHECKPOINT_NAME
-
-        if not spec.checkpoint_dir:
-            problems.append(Problem("resume", "resume needs a checkpoint folder: give one"))
-        elif not (Path(spec.checkpoint_dir) / CHECKPOINT_NAME).is_file():
-            problems.append(Problem("resume", f"there is no {CHECKPOINT_NAME} in {spec.checkpoint_dir} to resume "
-                                              "from; train once with this checkpoint folder first"))
+        problems += check_resume(spec)
     return problems
+
+
+def check_resume(spec: RecipeSpec) -> list[Problem]:
+    """The checkpoint to resume from is ours, intact, for this model, and has steps left (core.checkpoint)."""
+    from ddpstudio.core import checkpoint
+    from ddpstudio.core.plan import CHECKPOINT_NAME
+
+    if not spec.checkpoint_dir:
+        return [Problem("resume", "resume needs a checkpoint folder: give one")]
+    if not (Path(spec.checkpoint_dir) / CHECKPOINT_NAME).is_file():
+        return [Problem("resume", f"there is no {CHECKPOINT_NAME} in {spec.checkpoint_dir} to resume "
+                                  "from; train once with this checkpoint folder first")]
+    try:
+        info = checkpoint.verify(spec.checkpoint_dir, spec.model)
+    except checkpoint.CheckpointError as exc:
+        return [Problem("resume", f"cannot resume: {exc}")]
+    why = checkpoint.nothing_left(info, spec.epochs, spec.max_steps)
+    return [Problem("resume", why)] if why else []
 
 
 def check_data_dir(kind: str, data_dir: str | None) -> list[Problem]:
