@@ -118,7 +118,13 @@ def main(args: argparse.Namespace) -> int:
             print(f"ddpstudio: {check.message}", file=sys.stderr)
     session = Session(plan)
     view = ProgressView() if not args.json else None
-    session.start()
+    try:
+        session.start()
+    except OSError as exc:  # the disk filled up or turned read-only since the check
+        import shutil
+
+        shutil.rmtree(plan.run_dir, ignore_errors=True)
+        return fail(f"cannot start the run in {plan.run_dir}: {exc.strerror or exc}")
     stopping = False
 
     def on_interrupt(_signum, _frame):

@@ -203,4 +203,14 @@ def check_request(request) -> list[Problem]:
         problems += check_script(request.script)
     problems += check_store_path(request.store_path)
     problems += check_port(request.port)
+    problems += check_run_space()
     return problems
+
+
+def check_run_space() -> list[Problem]:
+    """The disk under DDP Studio's runs folder takes writes and has room for a run's events and logs."""
+    from ddpstudio.core import paths
+    from ddpstudio.core.launch.diskguard import space_problem
+
+    problem = space_problem(paths.runs_dir())
+    return [Problem("data_folder", f"cannot start a run: {problem.message}")] if problem else []

@@ -102,6 +102,8 @@ class Trainer:
                                   "another checkpoint folder")
         self.model.module.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
+        for group in self.optimizer.param_groups:  # the saved state brings its lr; this run's --lr wins
+            group["lr"] = self.lr
         self.scaler.load_state_dict(state["scaler"])
         self.global_step = state["global_step"]
         self.epoch = state["epoch"] + (1 if state["epoch_complete"] else 0)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import signal
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -20,8 +21,28 @@ class RankFailure:
                 "message": self.message, "traceback_tail": self.traceback_tail}
 
     def summary(self) -> str:
-        code = f"exit code {self.exit_code}" if self.exit_code is not None else "no exit code"
+        if self.rank < 0:  # the launcher's own finding (it could not start the ranks, the disk is full)
+            return self.message
+        signame = _signal_name(self.exit_code)
+        if signame and not self.message:
+            return (f"rank {self.rank} was killed by {signame} (exit code {self.exit_code}) before it could report "
+                    "an error: something outside the run ended it, often the out-of-memory killer or a user")
+        code = (f"killed by {signame}" if signame else
+                f"exit code {self.exit_code}" if self.exit_code is not None else "no exit code")
         return f"rank {self.rank} failed first ({code}): {self.message or 'no error message'}"
+
+
+def _signal_name(exit_code: int | None) -> str | None:
+    """POSIX reports a process killed by signal N as exit code -N (subprocess' convention).
+
+    The shared exit-code describer (core/process/exitcodes.py, issue 14) covers Windows' codes too.
+    """
+    if exit_code is None or exit_code >= 0:
+        return None
+    try:
+        return signal.Signals(-exit_code).name
+    except ValueError:
+        return f"signal {-exit_code}"
 
 
 # torch.distributed prefixes an uncaught exception's lines with "[rank1]: ".
