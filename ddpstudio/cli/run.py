@@ -45,6 +45,8 @@ def add_parser(sub) -> None:
     train.add_argument("--resume", action="store_true", help="continue from the checkpoint in --checkpoint-dir")
     dist = p.add_argument_group("distributed")
     dist.add_argument("--world-size", type=int, help="number of ranks (default: one per GPU; 2 on the CPU)")
+    dist.add_argument("--oversubscribe", action="store_true",
+                      help="allow more CPU ranks than this machine's cores and free memory hold")
     dist.add_argument("--backend", choices=("auto", "gloo", "nccl"), default="auto")
     dist.add_argument("--store", choices=("auto", "file", "tcp"), default="auto")
     dist.add_argument("--store-path", metavar="PATH", help="a fixed FileStore path (or file:// URL)")
@@ -60,7 +62,7 @@ def build_request(args: argparse.Namespace):
 
     request = Request(backend=args.backend, world_size=args.world_size, store=args.store,
                       store_path=args.store_path, port=args.port, batch_mode=args.batch_mode,
-                      rendezvous_timeout=args.rendezvous_timeout)
+                      rendezvous_timeout=args.rendezvous_timeout, oversubscribe=args.oversubscribe)
     if args.script:
         request.script = ScriptSpec(path=args.script, args=list(args.script_args), style=args.script_style,
                                     dist_args=args.dist_args)
