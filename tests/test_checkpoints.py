@@ -61,9 +61,10 @@ def make_malicious(folder: Path, marker: Path, forge_sidecar: bool) -> Path:
     path = folder / "checkpoint.pt"
     torch.save({"model": Evil(marker), "optimizer": {}, "scaler": {}, "epoch": 0, "global_step": 1}, path)
     if forge_sidecar:  # someone who knows the format can always write a matching sidecar
-        meta.write_info(folder, meta.CheckpointInfo(
+        info = meta.CheckpointInfo(
             sha256=meta.file_sha256(path), size=path.stat().st_size, model="resnet18", layout="x", global_step=1,
-            epoch=0, step_in_epoch=1, epoch_complete=False, world_size=2, epochs=1, max_steps=None))
+            epoch=0, step_in_epoch=1, epoch_complete=False, world_size=2, epochs=1, max_steps=None)
+        (folder / "checkpoint.json").write_text(json.dumps(info.to_dict()), encoding="utf-8")
     return path
 
 

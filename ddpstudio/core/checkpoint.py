@@ -22,7 +22,6 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any, Iterable
 
-from ddpstudio.core.atomic import write_json
 from ddpstudio.core.plan import CHECKPOINT_NAME
 
 SIDECAR_NAME = "checkpoint.json"
@@ -107,10 +106,6 @@ def layout_fingerprint(shapes: Iterable[tuple[str, Iterable[int]]]) -> str:
     """A short hash of a state dict's parameter names and shapes: equal layouts load into each other."""
     text = "\n".join(f"{name}:{'x'.join(map(str, shape))}" for name, shape in sorted(shapes))
     return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-def write_info(directory: str | os.PathLike, info: CheckpointInfo) -> Path:
-    return write_json(sidecar_path(directory), info.to_dict())
 
 
 def read_info(directory: str | os.PathLike) -> CheckpointInfo:

@@ -8,6 +8,7 @@ checkpoint as it was and says so; a checkpoint is only loaded after
 from __future__ import annotations
 
 import errno
+import json
 import os
 import pickle
 import shutil
@@ -49,23 +50,29 @@ def _free(folder: Path) -> str:
 
 
 def save_atomic(state: dict[str, Any], path: str | os.PathLike, info: dict[str, Any] | None = None) -> Path:
-    """Write to a temp file in the same folder, fsync, rename over the target, then write the sidecar.
+    """Write payload and sidecar to temp files in the same folder (fsynced), then rename both over the old pair.
 
     ``info`` holds the sidecar's fields other than the checksum and size. Raises
     :class:`CheckpointSaveError` (naming the folder and its free space) when the disk refuses.
     """
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    sidecar = meta.sidecar_path(path.parent)
+    tmp, side_tmp = (p.with_name(f".{p.name}.tmp-{os.getpid()}") for p in (path, sidecar))
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         with open(tmp, "wb") as fh:
             torch.save(state, fh)
             fh.flush()
             os.fsync(fh.fileno())
-        digest, size = meta.file_sha256(tmp), tmp.stat().st_size
+        if info is not None:  # both files written before either rename: a full disk cannot split the pair
+            described = meta.CheckpointInfo(sha256=meta.file_sha256(tmp), size=tmp.stat().st_size, **info)
+            with open(side_tmp, "w", encoding="utf-8") as fh:
+                fh.write(json.dumps(described.to_dict(), indent=2))
+                fh.flush()
+                os.fsync(fh.fileno())
         os.replace(tmp, path)
         if info is not None:
-            meta.write_info(path.parent, meta.CheckpointInfo(sha256=digest, size=size, **info))
+            os.replace(side_tmp, sidecar)
     except (OSError, RuntimeError) as exc:
         code = _disk_errno(exc)
         if code is None:
@@ -76,15 +83,17 @@ def save_atomic(state: dict[str, Any], path: str | os.PathLike, info: dict[str, 
                                         "free some space or choose another --checkpoint-dir") from None
     finally:
         tmp.unlink(missing_ok=True)
+        side_tmp.unlink(missing_ok=True)
     return path
 
 
 def remove_partial(directory: str | os.PathLike) -> list[Path]:
     """Delete temp files a killed save left behind; returns what was removed."""
     removed = []
-    for tmp in Path(directory).glob(f".{CHECKPOINT_NAME}.tmp-*"):
-        tmp.unlink(missing_ok=True)
-        removed.append(tmp)
+    for name in (CHECKPOINT_NAME, meta.SIDECAR_NAME):
+        for tmp in Path(directory).glob(f".{name}.tmp-*"):
+            tmp.unlink(missing_ok=True)
+            removed.append(tmp)
     return removed
 
 
