@@ -92,12 +92,17 @@ def test_read_only_data_folder_refuses_run_and_keeps_doctor_and_clean_working(st
     assert not processes_of(studio_home)
 
 
-def test_a_broken_registry_is_reported_and_skipped_by_doctor_and_clean(studio_home):
+def test_a_broken_registry_is_reported_and_skipped_by_run_doctor_and_clean(studio_home):
     (studio_home / "registry").write_text("not a folder")
     for args in (("doctor",), ("clean", "--dry-run")):
         res = ddpstudio(*args)
         assert res.returncode == 0 and "Traceback" not in res.stderr, res.stderr
         assert f"{studio_home / 'registry'}: the registry cannot be listed" in res.stdout, res.stdout
+    run = ddpstudio("run", "--json", "--max-steps", "1", *TINY)
+    assert run.returncode == 0 and "Traceback" not in run.stderr, run.stderr
+    warnings = [e.get("message") for e in events(run.stdout) if e.type == protocol.WARNING]
+    assert any("could not record the run in the registry" in w for w in warnings), warnings
+    assert final(events(run.stdout)).get("state") == protocol.FINISHED
     (studio_home / "registry").unlink()
     (studio_home / "registry").mkdir()
     (studio_home / "registry" / "a.json").mkdir()  # unreadable as a file, whoever we run as
