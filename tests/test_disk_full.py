@@ -125,7 +125,7 @@ def test_disk_filling_up_during_a_run_stops_it_as_failed(studio_home, small_disk
                 break
         fill(studio_home)
         t0 = time.monotonic()
-        out, err = cli.communicate(timeout=90)
+        out, err = cli.communicate(timeout=120)
         elapsed = time.monotonic() - t0
     finally:
         if cli.poll() is None:
@@ -137,7 +137,7 @@ def test_disk_filling_up_during_a_run_stops_it_as_failed(studio_home, small_disk
     assert done.get("state") == protocol.FAILED
     assert done.get("summary").startswith(f"the disk holding {run_dir} is full ("), done.get("summary")
     assert "MiB free" in done.get("summary")
-    assert elapsed < 60, f"stopping took {elapsed:.1f} s"
+    assert elapsed < 90, f"stopping took {elapsed:.1f} s"  # the next write needing a new block fails
     record = json.loads((studio_home / "registry" / f"{run_dir.name}.json").read_text())
     assert record["state"] == protocol.FAILED, "the registry must not keep the run marked running"
     assert not processes_of(studio_home)
