@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import socket
+import subprocess
+import sys
 
 import pytest
 
@@ -126,3 +130,90 @@ def test_script_that_crashes_on_import(studio_home, tmp_path):
 def test_unknown_exchange_values(studio_home, command, args, words):
     assert_rejected(ddpstudio(command, *args), *words)
     assert_nothing_started(studio_home)
+# -- inputs that passed validation but could never work (issue 14, section 5) --------------------
+
+def _a_file(tmp_path):
+    path = tmp_path / "train.csv"
+    path.write_text("not a folder")
+    return str(path)
+
+
+UNWORKABLE = [
+    (["--lr", "nan"], ["learning rate must be a positive number", "nan"]),
+    (["--lr", "inf"], ["learning rate must be a positive number", "inf"]),
+    (["--lr", "-0.1"], ["learning rate must be a positive number", "-0.1"]),
+    (["--image-size", "0"], ["image size must be at least 1"]),
+    (["--model", "alexnet", "--image-size", "32"], ["alexnet cannot take 32x32 images",
+                                                    "the smallest size that works is 63"]),
+    (["--model", "inception_v3", "--image-size", "64"], ["inception_v3 cannot take 64x64",
+                                                         "the smallest size that works is 75"]),
+    (["--workers", "-1"], ["workers must be 0 or more", "-1"]),
+    (["--rendezvous-timeout", "0"], ["rendezvous timeout must be a positive number"]),
+    (["--rendezvous-timeout", "-5"], ["rendezvous timeout must be a positive number", "-5"]),
+    (["--rendezvous-timeout", "nan"], ["rendezvous timeout must be a positive number", "nan"]),
+    (["--store", "tcp", "--port", "80"], ["port 80 is a privileged port", "1024-65535"]),
+    (["--store", "tcp", "--port", "1023"], ["port 1023 is a privileged port"]),
+    (["--data", _a_file], ["train.csv is a file, not a folder"]),
+    (["--dataset", "cifar10", "--data", _a_file], ["train.csv is a file, not a folder"]),
+    (["--store", "tcp", "--store-path", "STORE"], ["store path is for the file store", "tcp store would ignore"]),
+    (["--script", "SCRIPT", "--script-style", "env", "--store-path", "STORE"],
+     ["store path is for the file store", "env style"]),
+    (["--world-size", "1000"], ["1000 ranks on the CPU do not fit", f"{os.cpu_count()} CPU cores",
+                                "GiB of free memory", "at most", "--oversubscribe"]),
+]
+
+
+@pytest.mark.parametrize("args, words", UNWORKABLE, ids=[" ".join(a if isinstance(a, str) else "FILE" for a in args)
+                                                         for args, _ in UNWORKABLE])
+def test_inputs_that_cannot_work_are_refused_before_anything_starts(studio_home, tmp_path, args, words):
+    real = [a(tmp_path) if callable(a) else a for a in args]
+    real = [str(tmp_path / "pg") if a == "STORE" else str(SCRIPTS / "env_style.py") if a == "SCRIPT" else a
+            for a in real]
+    line = assert_rejected(ddpstudio("run", *real), *words)
+    assert "in use" not in line
+    assert_nothing_started(studio_home)
+    assert not (tmp_path / "pg").exists()
+
+
+def _png(path):
+    from PIL import Image
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    Image.new("RGB", (8, 8), (200, 30, 30)).save(path)
+
+
+def test_an_unreadable_class_folder_is_named(studio_home, tmp_path):
+    _png(tmp_path / "data" / "dogs" / "a.png")
+    _png(tmp_path / "data" / "cats" / "b.png")
+    (tmp_path / "data" / "cats").chmod(0)
+    command = [sys.executable, "-m", "ddpstudio", "run", "--data", str(tmp_path / "data")]
+    if os.geteuid() == 0:  # root reads anything; drop the two capabilities that let it
+        if not shutil.which("setpriv"):
+            pytest.skip("running as root and setpriv (util-linux) is missing: cannot make a folder unreadable")
+        command = ["setpriv", "--bounding-set=-dac_override,-dac_read_search", "--", *command]
+    try:
+        res = subprocess.run(command, capture_output=True, text=True, timeout=240, stdin=subprocess.DEVNULL)
+    finally:
+        (tmp_path / "data" / "cats").chmod(0o755)
+    line = assert_rejected(res, f"class folder {tmp_path / 'data' / 'cats'} cannot be read", "Permission denied")
+    assert "no valid file" not in line
+    assert_nothing_started(studio_home)
+
+
+def test_oversubscribe_lets_people_who_know_go_past_the_cpu_limit():
+    from ddpstudio.core.capacity import CpuCapacity
+    from ddpstudio.core.gpu import detect_inventory
+    from ddpstudio.core.plan import RecipeSpec
+    from ddpstudio.core.platform import current
+    from ddpstudio.core.policy import PolicyError, Request, build_plan
+
+    small = CpuCapacity(cores=2, available_bytes=3 * 2**30)
+    assert small.max_ranks == 3 and small.problem(3) is None
+    assert small.problem(4) == (
+        "4 ranks on the CPU do not fit this machine: it has 2 CPU cores (room for 4 ranks at 2 per core) and "
+        "3.0 GiB of free memory (room for 3 at about 1 GiB each); use a world size of at most 3, or add "
+        "--oversubscribe if you know it fits")
+    with pytest.raises(PolicyError, match="do not fit this machine"):
+        build_plan(Request(world_size=1000, recipe=RecipeSpec()), current(), detect_inventory())
+    plan = build_plan(Request(world_size=1000, oversubscribe=True, recipe=RecipeSpec()), current(), detect_inventory())
+    assert plan.world_size == 1000 and plan.device == "cpu"

@@ -110,6 +110,11 @@ class ProgressView:
     def _handle_checkpoint_saved(self, ev: protocol.Event) -> None:
         self._print(f"checkpoint saved at step {ev.get('step')}: {ev.get('path')}")
 
+    def _handle_log(self, ev: protocol.Event) -> None:
+        # The recipe's own lines (such as where a resumed run starts); ranks' stdout stays in the logs.
+        if ev.get("stream") == "recipe":
+            self._print(str(ev.get("line")))
+
     def _handle_warning(self, ev: protocol.Event) -> None:
         self._print(f"warning: {ev.get('message')}")
 

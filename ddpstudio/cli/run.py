@@ -45,6 +45,8 @@ def add_parser(sub) -> None:
     train.add_argument("--resume", action="store_true", help="continue from the checkpoint in --checkpoint-dir")
     dist = p.add_argument_group("distributed")
     dist.add_argument("--world-size", type=int, help="number of ranks (default: one per GPU; 2 on the CPU)")
+    dist.add_argument("--oversubscribe", action="store_true",
+                      help="allow more CPU ranks than this machine's cores and free memory hold")
     dist.add_argument("--backend", choices=("auto", "gloo", "nccl"), default="auto")
     dist.add_argument("--store", choices=("auto", "file", "tcp"), default="auto")
     dist.add_argument("--store-path", metavar="PATH", help="a fixed FileStore path (or file:// URL)")
@@ -71,7 +73,8 @@ def build_request(args: argparse.Namespace):
     request = Request(backend=args.backend, world_size=args.world_size, store=args.store,
                       store_path=args.store_path, port=args.port, batch_mode=args.batch_mode,
                       rendezvous_timeout=args.rendezvous_timeout, grad_exchange=args.grad_exchange,
-                      grad_compression=args.grad_compression, rank_helper=not args.no_rank_helper)
+                      grad_compression=args.grad_compression, rank_helper=not args.no_rank_helper,
+                      oversubscribe=args.oversubscribe)
     if args.script:
         request.script = ScriptSpec(path=args.script, args=list(args.script_args), style=args.script_style,
                                     dist_args=args.dist_args)
@@ -130,7 +133,13 @@ def main(args: argparse.Namespace) -> int:
             print(f"ddpstudio: {check.message}", file=sys.stderr)
     session = Session(plan)
     view = ProgressView() if not args.json else None
-    session.start()
+    try:
+        session.start()
+    except OSError as exc:  # the disk filled up or turned read-only since the check
+        import shutil
+
+        shutil.rmtree(plan.run_dir, ignore_errors=True)
+        return fail(f"cannot start the run in {plan.run_dir}: {exc.strerror or exc}")
     stopping = False
 
     def on_interrupt(_signum, _frame):

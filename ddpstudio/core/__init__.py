@@ -10,9 +10,12 @@ The rooms:
 - top level, the shared ground every room may use: ``platform`` (the one
   Windows/POSIX seam), ``paths``, ``atomic``, ``protocol`` (the event stream),
   ``plan`` (the launch plan and the names ranks and core agree on), ``policy``
-  and ``validate`` (from a request to a plan);
+  and ``validate`` (from a request to a plan), with what validation asks of
+  ``checkpoint`` (a checkpoint's sidecar, verified without torch),
+  ``imagesize`` (does a model take that image size) and ``capacity`` (how many
+  CPU ranks the machine holds);
 - ``launch/``: starting and watching a run (launcher, session, rank commands,
-  run folder, root cause);
+  run folder and its disk guard, root cause);
 - ``process/``: owning, identifying and stopping processes (process table,
   process tree, Job Object, killer, file lock holders);
 - ``cleanup/``: what killed runs leave behind (registry, scan and clean);

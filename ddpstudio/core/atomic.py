@@ -21,5 +21,20 @@ def write_text(path: str | os.PathLike, text: str) -> Path:
     return path
 
 
+def overwrite_in_place(path: str | os.PathLike, text: str) -> Path:
+    """Rewrite an existing small file in its own blocks: the fallback when a full disk refuses a temp file.
+
+    Not atomic (a crash mid-write leaves a damaged file, which readers must
+    already survive), but it needs no new block when the text fits the old ones.
+    """
+    path = Path(path)
+    with open(path, "r+b") as fh:
+        fh.write(text.encode("utf-8"))
+        fh.truncate()
+        fh.flush()
+        os.fsync(fh.fileno())
+    return path
+
+
 def write_json(path: str | os.PathLike, data: Any, indent: int | None = 2) -> Path:
     return write_text(path, json.dumps(data, indent=indent))

@@ -66,6 +66,7 @@ class Request:
     grad_exchange: str = "auto"  # auto | native | staged
     grad_compression: str = "none"  # none | fp16
     rank_helper: bool = True  # user scripts: the start-up helper that reports ranks and stages gradients
+    oversubscribe: bool = False  # more CPU ranks than the machine's cores and memory hold (core.capacity)
 
 
 def choose_backend(platform: Platform, machine: Machine, requested: str = "auto") -> Decision:
@@ -190,6 +191,12 @@ def build_plan(request: Request, platform: Platform, machine: Machine,
     backend = choose_backend(platform, machine, request.backend)
     device = "cuda" if backend.value == "nccl" or (machine.cuda_available and machine.gpu_count > 0) else "cpu"
     world = choose_world_size(machine, request.world_size, device)
+    if device == "cpu" and not request.oversubscribe:
+        from ddpstudio.core.capacity import measure
+
+        too_many = measure().problem(int(world.value))
+        if too_many:
+            raise PolicyError(too_many, "world_size")
     store = choose_store(platform, request.store, style)
     run_id = request.run_id or new_run_id()
     run_dir = paths.runs_dir() / run_id

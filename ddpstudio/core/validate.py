@@ -7,6 +7,8 @@ of the user's; only a cache of torchvision's model names in our data folder.
 
 from __future__ import annotations
 
+import math
+import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -84,6 +86,14 @@ def check_recipe(spec: RecipeSpec) -> list[Problem]:
     if spec.model not in classification_models():
         problems.append(Problem("model", f"unknown model {spec.model!r}: use a torchvision classification model "
                                          "such as resnet18, resnet50 or mobilenet_v3_small"))
+    elif spec.image_size < 1:
+        problems.append(Problem("image_size", f"the image size must be at least 1 pixel (got {spec.image_size})"))
+    else:
+        from ddpstudio.core.imagesize import image_size_problem
+
+        why = image_size_problem(spec.model, spec.image_size)
+        if why:
+            problems.append(Problem("image_size", why))
     if spec.data not in DATA_SOURCES:
         problems.append(Problem("data", f"unknown data source {spec.data!r}: use synthetic, folder or cifar10"))
     elif spec.data != "synthetic":
@@ -94,27 +104,45 @@ def check_recipe(spec: RecipeSpec) -> list[Problem]:
         problems.append(Problem("epochs", f"epochs must be at least 1 (got {spec.epochs})"))
     if spec.max_steps is not None and spec.max_steps < 1:
         problems.append(Problem("max_steps", f"max steps must be at least 1 (got {spec.max_steps})"))
-    if spec.lr <= 0:
-        problems.append(Problem("lr", f"the learning rate must be positive (got {spec.lr})"))
+    if not math.isfinite(spec.lr) or spec.lr <= 0:
+        problems.append(Problem("lr", f"the learning rate must be a positive number (got {spec.lr})"))
+    if spec.workers < 0:
+        problems.append(Problem("workers", f"the number of data-loading workers must be 0 or more (got "
+                                           f"{spec.workers}); 0 loads data in the training process itself"))
     if spec.checkpoint_dir:
         problem = writable_problem("checkpoint_dir", spec.checkpoint_dir, "checkpoint folder")
         if problem:
             problems.append(problem)
     if spec.resume:
-        from ddpstudio.core.plan import CHECKPOINT_NAME
-
-        if not spec.checkpoint_dir:
-            problems.append(Problem("resume", "resume needs a checkpoint folder: give one"))
-        elif not (Path(spec.checkpoint_dir) / CHECKPOINT_NAME).is_file():
-            problems.append(Problem("resume", f"there is no {CHECKPOINT_NAME} in {spec.checkpoint_dir} to resume "
-                                              "from; train once with this checkpoint folder first"))
+        problems += check_resume(spec)
     return problems
+
+
+def check_resume(spec: RecipeSpec) -> list[Problem]:
+    """The checkpoint to resume from is ours, intact, for this model, and has steps left (core.checkpoint)."""
+    from ddpstudio.core import checkpoint
+    from ddpstudio.core.plan import CHECKPOINT_NAME
+
+    if not spec.checkpoint_dir:
+        return [Problem("resume", "resume needs a checkpoint folder: give one")]
+    if not (Path(spec.checkpoint_dir) / CHECKPOINT_NAME).is_file():
+        return [Problem("resume", f"there is no {CHECKPOINT_NAME} in {spec.checkpoint_dir} to resume "
+                                  "from; train once with this checkpoint folder first")]
+    try:
+        info = checkpoint.verify(spec.checkpoint_dir, spec.model)
+    except checkpoint.CheckpointError as exc:
+        return [Problem("resume", f"cannot resume: {exc}")]
+    why = checkpoint.nothing_left(info, spec.epochs, spec.max_steps)
+    return [Problem("resume", why)] if why else []
 
 
 def check_data_dir(kind: str, data_dir: str | None) -> list[Problem]:
     if not data_dir:
         return [Problem("data_dir", f"the {kind} data source needs a data folder: choose one")]
     path = Path(data_dir).expanduser()
+    if path.is_file():
+        return [Problem("data_dir", f"the data folder {path} is a file, not a folder; give the folder that holds "
+                                    "the data")]
     if not path.is_dir():
         return [Problem("data_dir", f"the data folder {path} does not exist; choose an existing folder")]
     if kind == "cifar10":
@@ -124,7 +152,16 @@ def check_data_dir(kind: str, data_dir: str | None) -> list[Problem]:
             return [Problem("data_dir", f"{path} does not hold CIFAR-10's {CIFAR_FOLDER} folder; unpack "
                                         "cifar-10-python.tar.gz there")]
         return []
-    classes = [d for d in path.iterdir() if d.is_dir()]
+    try:
+        classes = [d for d in path.iterdir() if d.is_dir()]
+    except OSError as exc:
+        return [Problem("data_dir", f"the data folder {path} cannot be read ({exc.strerror or exc})")]
+    for folder in classes:
+        try:
+            next(os.scandir(folder), None)
+        except OSError as exc:
+            return [Problem("data_dir", f"the class folder {folder} cannot be read ({exc.strerror or exc}); "
+                                        "give yourself read access to it, or move it out of the data folder")]
     if not classes:
         return [Problem("data_dir", f"the data folder {path} is empty: it needs one sub-folder of images per "
                                     "class (ImageFolder layout)")]
@@ -174,6 +211,9 @@ def check_port(port: int | None) -> list[Problem]:
 
     if not 1 <= port <= 65535:
         return [Problem("port", f"port {port} is out of range; use 1024-65535")]
+    if port < 1024:
+        return [Problem("port", f"port {port} is a privileged port (1-1023 are reserved for system services and "
+                                "need administrator rights); use 1024-65535, or leave it empty to pick a free one")]
     if is_port_free(port):
         return []
     owner = port_owner(port) or {}
@@ -191,4 +231,30 @@ def check_request(request) -> list[Problem]:
         problems += check_script(request.script)
     problems += check_store_path(request.store_path)
     problems += check_port(request.port)
+    problems += check_rendezvous(request)
+    problems += check_run_space()
     return problems
+
+
+def check_rendezvous(request) -> list[Problem]:
+    """A timeout that can elapse, and no FileStore path next to a TCP store (it would be ignored)."""
+    problems: list[Problem] = []
+    timeout = request.rendezvous_timeout
+    if not math.isfinite(timeout) or timeout <= 0:
+        problems.append(Problem("rendezvous_timeout", f"the rendezvous timeout must be a positive number of "
+                                                      f"seconds (got {timeout:g})"))
+    tcp = request.store == "tcp" or (request.script is not None and request.script.style == "env")
+    if tcp and request.store_path:
+        why = "the tcp store" if request.store == "tcp" else "scripts in env style (they rendezvous over TCP)"
+        problems.append(Problem("store_path", f"a store path is for the file store, and {why} would ignore it; "
+                                              "leave out the store path, or use the file store"))
+    return problems
+
+
+def check_run_space() -> list[Problem]:
+    """The disk under DDP Studio's runs folder takes writes and has room for a run's events and logs."""
+    from ddpstudio.core import paths
+    from ddpstudio.core.launch.diskguard import space_problem
+
+    problem = space_problem(paths.runs_dir())
+    return [Problem("data_folder", f"cannot start a run: {problem.message}")] if problem else []

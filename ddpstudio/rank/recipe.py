@@ -9,6 +9,7 @@ each epoch, resume with the right map_location. Also runs under torchrun
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 import time
@@ -19,6 +20,9 @@ from ddpstudio.core import protocol
 from ddpstudio.core.plan import Plan, RecipeSpec
 from ddpstudio.rank import stopwatch
 from ddpstudio.rank.emit import Emitter, rank_from_env
+
+DIVERGED_HINT = ("Likely causes: a learning rate too high (this run uses {lr:g}; try 10x lower), "
+                 "or NaN/inf values in the data.")
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
@@ -93,38 +97,58 @@ class Trainer:
 
     # -- checkpoints -----------------------------------------------------
     def _resume(self) -> None:
-        from ddpstudio.rank.checkpoint import checkpoint_path, load
+        from ddpstudio.core.checkpoint import CheckpointError
+        from ddpstudio.rank.checkpoint import checkpoint_path, layout, load
 
-        path = checkpoint_path(self.spec.checkpoint_dir)
-        state = load(path, self.device)
+        state, info = load(self.spec.checkpoint_dir, self.device, self.spec.model)
+        if layout(state["model"]) != layout(self.model.module.state_dict()):
+            raise CheckpointError(f"{checkpoint_path(self.spec.checkpoint_dir)} holds a {info.model} with another "
+                                  "layout (a different number of classes?); resume with the same data, or use "
+                                  "another checkpoint folder")
         self.model.module.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
+        for group in self.optimizer.param_groups:  # the saved state brings its lr; this run's --lr wins
+            group["lr"] = self.lr
         self.scaler.load_state_dict(state["scaler"])
         self.global_step = state["global_step"]
         self.epoch = state["epoch"] + (1 if state["epoch_complete"] else 0)
         self.skip = 0 if state["epoch_complete"] else state["step_in_epoch"]
         if self.rank == 0:
             self.emit.emit(protocol.LOG, stream="recipe",
-                           line=f"resumed from {path} at step {self.global_step} (epoch {self.epoch})")
+                           line=f"resumed from {checkpoint_path(self.spec.checkpoint_dir)} at {info.where()}")
 
     def _save(self, epoch: int, step_in_epoch: int, complete: bool) -> None:
         import torch.distributed as dist
 
-        from ddpstudio.rank.checkpoint import checkpoint_path, remove_partial, save_atomic
+        from ddpstudio.rank.checkpoint import checkpoint_path, layout, remove_partial, save_atomic
 
         if not self.spec.checkpoint_dir:
             return
+        self._check_weights_finite()  # every rank holds the same weights, so all agree before the barrier
         dist.barrier()  # every rank has finished the step we are about to record
         if self.rank == 0:
             remove_partial(self.spec.checkpoint_dir)
+            state = self.model.module.state_dict()
             path = save_atomic(
-                {"model": self.model.module.state_dict(), "optimizer": self.optimizer.state_dict(),
+                {"model": state, "optimizer": self.optimizer.state_dict(),
                  "scaler": self.scaler.state_dict(), "epoch": epoch, "step_in_epoch": step_in_epoch,
                  "epoch_complete": complete, "global_step": self.global_step,
                  "model_name": self.spec.model, "world_size": self.world_size},
-                checkpoint_path(self.spec.checkpoint_dir))
+                checkpoint_path(self.spec.checkpoint_dir),
+                info={"model": self.spec.model, "layout": layout(state), "global_step": self.global_step,
+                      "epoch": epoch, "step_in_epoch": step_in_epoch, "epoch_complete": complete,
+                      "world_size": self.world_size, "epochs": self.spec.epochs, "max_steps": self.spec.max_steps})
             self.emit.emit(protocol.CHECKPOINT_SAVED, path=str(path), epoch=epoch, step=self.global_step)
         dist.barrier()
+
+    def _check_weights_finite(self) -> None:
+        import torch
+
+        for name, param in self.model.module.named_parameters():
+            if not torch.isfinite(param).all():
+                raise FloatingPointError(
+                    f"weight {name} became NaN or infinite by step {self.global_step}; the checkpoint is not "
+                    f"overwritten. {DIVERGED_HINT.format(lr=self.lr)}")
 
     # -- the loop ----------------------------------------------------------
     def _global_mean(self, value: float) -> float:
@@ -177,8 +201,12 @@ class Trainer:
                 wait_total, loss_sum, n = wait_total + waited, loss_sum + loss, n + 1
                 self.emit.emit(protocol.STEP, step=self.global_step, epoch=epoch, loss=loss,
                                samples_per_s=batch / dt if dt > 0 else None, data_wait=waited / dt if dt else 0.0)
+                mean = self._global_mean(loss)  # every step: a NaN on any rank stops all ranks together
+                if not math.isfinite(mean):
+                    raise FloatingPointError(
+                        f"loss became {'NaN' if math.isnan(mean) else 'infinite'} at step {self.global_step}; "
+                        f"the run stops and the last checkpoint is kept. {DIVERGED_HINT.format(lr=self.lr)}")
                 if self.global_step % spec.log_every == 0:
-                    mean = self._global_mean(loss)
                     if self.rank == 0:
                         self.emit.emit(protocol.GLOBAL_STEP, rank=None, step=self.global_step, epoch=epoch,
                                        loss=mean, samples_per_s=self.world_size * batch / dt if dt else None,

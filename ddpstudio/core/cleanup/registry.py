@@ -10,6 +10,7 @@ is reported as a :class:`CorruptRecord` and skipped, never raised.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import time
@@ -18,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ddpstudio.core import paths
-from ddpstudio.core.atomic import write_json
+from ddpstudio.core.atomic import overwrite_in_place, write_json
 
 SCHEMA_VERSION = 1
 RUNNING = "running"
@@ -99,8 +100,18 @@ def record_path(run_id: str) -> Path:
 
 
 def write_record(record: RunRecord) -> Path:
-    """Write atomically: a reader sees the old record or the new one, never half of one."""
-    return write_json(record_path(record.run_id), record.to_dict())
+    """Write atomically: a reader sees the old record or the new one, never half of one.
+
+    On a full disk an existing record is rewritten in place instead, so a run
+    that ended there is not left marked "running".
+    """
+    path = record_path(record.run_id)
+    try:
+        return write_json(path, record.to_dict())
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT) or not path.is_file():
+            raise
+        return overwrite_in_place(path, json.dumps(record.to_dict(), indent=2))
 
 
 def record_start(run_id: str, *, run_dir: str, launcher_pid: int, launcher_create_time: float | None,
@@ -150,6 +161,9 @@ def load_records() -> tuple[list[RunRecord], list[CorruptRecord]]:
         files = sorted(p for p in folder.iterdir() if p.suffix == ".json")
     except FileNotFoundError:
         return [], []
+    except OSError as exc:  # a file where the folder should be, or a folder we may not read
+        return [], [CorruptRecord(str(folder), f"the registry cannot be listed ({exc.strerror or exc}); "
+                                               "its runs are not checked")]
     records, corrupt = [], []
     for path in files:
         try:

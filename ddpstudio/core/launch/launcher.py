@@ -24,6 +24,7 @@ from typing import IO, TextIO
 from ddpstudio.core import protocol
 from ddpstudio.core.exchange.crash import gloo_cuda_crash_note
 from ddpstudio.core.launch.commands import rank_command, rank_env
+from ddpstudio.core.launch.diskguard import DiskProblem, GuardedWriter, probe
 from ddpstudio.core.launch.history import HistoryWriter
 from ddpstudio.core.launch.lossparse import LossScraper
 from ddpstudio.core.plan import Plan
@@ -75,7 +76,8 @@ class Launcher:
         self.failures: list[RankFailure] = []
         self.stall: RankFailure | None = None
         self.tree = make_tree(self.platform, stop_file=self.run.rank_stop_file)
-        self._merged: TextIO | None = None
+        self._merged: GuardedWriter | None = None
+        self.disk: DiskProblem | None = None  # the run folder's disk refused a write
         self._stop_deadline: float | None = None
         self._killed = False
         self.t0 = time.time()
@@ -89,6 +91,7 @@ class Launcher:
         line = event.to_line() + "\n"
         if self._merged is not None:
             self._merged.write(line)
+            self._disk_trouble(self._merged.problem)
         if self._history is not None:
             self._history.record(event)
         if self.out is None:
@@ -109,7 +112,7 @@ class Launcher:
     # -- start ---------------------------------------------------------------
     def start(self) -> None:
         self.run.create()
-        self._merged = open(self.run.merged_events, "a", encoding="utf-8", buffering=1)
+        self._merged = GuardedWriter(self.run.merged_events, self.run.root)
         plan_path = str(self.plan.write(self.run.plan))
         if self.plan.store_path:
             Path(self.plan.store_path).parent.mkdir(parents=True, exist_ok=True)
@@ -150,11 +153,11 @@ class Launcher:
         if self._launcher_created is None:
             self._launcher_created = create_time(me)
         ranks = [registry.RankRecord(r.rank, r.proc.pid, r.created) for r in self.ranks]
-        self.run.write_json(self.run.processes, {
+        self._disk_trouble(self.run.write_json(self.run.processes, {
             "launcher": {"pid": me, "create_time": self._launcher_created},
             "ranks": [{"rank": r.rank, "pid": r.pid, "create_time": r.create_time} for r in ranks],
             "store_path": self.plan.store_path, "port": self.plan.master_port,
-        })
+        }))
         p = self.plan
         try:
             registry.record_start(p.run_id, run_dir=p.run_dir, launcher_pid=me,
@@ -164,6 +167,24 @@ class Launcher:
         except OSError as exc:
             self.emit(protocol.make_event(protocol.WARNING, message=f"could not record the run in the registry "
                                           f"({exc}); 'ddpstudio clean' will not know its processes"))
+
+    def _disk_trouble(self, problem: DiskProblem | None) -> None:
+        """A full or read-only run folder ends the run as failed, with the disk as the root cause."""
+        if problem is None or self.disk is not None or self.state.value in protocol.EXIT_CODES:
+            return  # nothing new, or the run is already over
+        self.disk = problem
+        self.failures.append(RankFailure(-1, None, time.time(), problem.message))
+        self.emit(protocol.make_event(protocol.ERROR, message=problem.message))
+
+    def _disk_root(self, root: RankFailure | None) -> RankFailure | None:
+        """When a run fails on a disk that can take no more, the disk is the root cause (ranks die of it too)."""
+        if self.disk is not None:
+            return next(f for f in self.failures if f.message == self.disk.message)
+        found = probe(self.run.root) if root is not None else None
+        if found is None:
+            return root
+        self.disk = found
+        return RankFailure(-1, None, root.t, f"{found.message} ({root.summary()})", root.traceback_tail)
 
     # -- the loop ------------------------------------------------------------
     def loop(self) -> RunState:
@@ -289,7 +310,7 @@ class Launcher:
 
     # -- the end -------------------------------------------------------------
     def _finish(self) -> RunState:
-        root = min(self.failures, key=lambda f: f.t) if self.failures else self.stall
+        root = self._disk_root(min(self.failures, key=lambda f: f.t) if self.failures else self.stall)
         if root is not None:
             self.state = RunState.FAILED
         elif self.stop_requested.is_set():

@@ -25,7 +25,12 @@ class RankFailure:
                 "exit": describe_exit(self.exit_code, self.platform)}
 
     def summary(self) -> str:
+        if self.rank < 0:  # the launcher's own finding (it could not start the ranks, the disk is full)
+            return self.message
         code = describe_exit(self.exit_code, self.platform)
+        if code.startswith("killed by") and not self.message:
+            return (f"rank {self.rank} was {code} (exit code {self.exit_code}) before it could report an error: "
+                    "something outside the run ended it, often the out-of-memory killer or a user")
         return f"rank {self.rank} failed first ({code}): {self.message or 'no error message'}"
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ddpstudio.core.atomic import write_json
+from ddpstudio.core.launch.diskguard import DiskProblem
 
 
 @dataclass(frozen=True)
@@ -66,8 +67,16 @@ class RunDir:
         for folder in (self.root, self.events_dir, self.logs_dir):
             folder.mkdir(parents=True, exist_ok=True)
 
-    def write_json(self, path: Path, data: Any) -> None:
-        write_json(path, data)
+    def write_json(self, path: Path, data: Any) -> DiskProblem | None:
+        """Write atomically; a full or read-only disk is returned (not raised), other errors raise."""
+        try:
+            write_json(path, data)
+        except OSError as exc:
+            problem = DiskProblem.of(exc, self.root)
+            if problem is None:
+                raise
+            return problem
+        return None
 
     def read_result(self) -> dict[str, Any] | None:
         try:
