@@ -13,13 +13,15 @@ parameters, 0.5 GB of gradients per step, little compute at 32x32) is one
 where communication weighs more.
 
 On a busy shared machine single launches spread by 2x, so ``--paired`` also
-alternates at the finest grain: two long-lived Gloo ranks each hold a native,
-a staged and a staged+fp16 DDP copy of the same model (hooks registered by
-``ddpstudio.rank.staged.register``, as in the recipe) and step them in turn,
-rotating the order every round, with a barrier before each step. Medians of
-the step times give the ratios. alexnet at 64x64 (57 M parameters, almost
-all in its fully connected layers) is the communication-heavy model there:
-three copies of vgg11 would not fit beside the other work on this machine.
+alternates at the finest grain: two long-lived Gloo ranks each hold DDP
+copies of one model, native, staged and staged+fp16 (hooks registered by
+``ddpstudio.rank.staged.register``, as in the recipe) and, for scale, one
+with torch's reference ``allreduce_hook`` (the price of any Python
+communication hook), and step them in turn, rotating the order every round,
+with a barrier before each step. Medians of the step times give the ratios.
+alexnet at 64x64 (57 M parameters, almost all in its fully connected layers)
+is the communication-heavy model there: four copies of vgg11 would not fit
+beside the other work on this machine.
 """
 
 from __future__ import annotations
@@ -64,6 +66,7 @@ def one_run(model: str, mode: tuple[str, str], args: argparse.Namespace) -> floa
 
 
 PAIRED_MODELS = {"resnet18": 32, "alexnet": 64}  # model -> image size (alexnet needs at least 63 px)
+REFERENCE = "torch allreduce_hook"  # torch's reference Python hook: what staged must not exceed
 
 
 def paired_worker(rank: int, store: str, model_name: str, image_size: int, rounds: int, batch: int) -> None:
@@ -78,17 +81,23 @@ def paired_worker(rank: int, store: str, model_name: str, image_size: int, round
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=store, rank=rank, world_size=WORLD)
     torch.manual_seed(0)
+    from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
+
     models, optims = {}, {}
-    for mode in MODES:
+    for mode in (*MODES, REFERENCE):
         net = DDP(torchvision.models.get_model(model_name, weights=None, num_classes=10))
-        register(net, *mode)
-        models[label(mode)], optims[label(mode)] = net, torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
+        if mode == REFERENCE:  # the price of any Python communication hook, for scale
+            net.register_comm_hook(None, allreduce_hook)
+        else:
+            register(net, *mode)
+        name = mode if mode == REFERENCE else label(mode)
+        models[name], optims[name] = net, torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
     g = torch.Generator().manual_seed(rank)
     x, y = torch.randn(batch, 3, image_size, image_size, generator=g), torch.randint(0, 10, (batch,), generator=g)
     times: dict[str, list[float]] = {name: [] for name in models}
     names = list(models)
     for r in range(rounds + 2):  # the first two rounds build and settle DDP's buckets: not counted
-        for name in names[r % 3:] + names[:r % 3]:  # rotate the order so no mode always goes first
+        for name in names[r % len(names):] + names[:r % len(names)]:  # rotate: no mode always goes first
             dist.barrier()
             t0 = time.perf_counter()
             loss = torch.nn.functional.cross_entropy(models[name](x), y)
@@ -126,7 +135,7 @@ def paired(models: list[str], rounds: int, batch: int) -> dict:
 
 def print_paired(results: dict, rounds: int, batch: int) -> None:
     print(f"\nPaired: {WORLD} ranks, Gloo on the CPU, batch {batch} per rank, one process per rank stepping a "
-          f"native, a staged and a staged+fp16 DDP copy in turn, {rounds} rounds (median step time)")
+          f"native, a staged, a staged+fp16 and a torch-allreduce_hook DDP copy in turn, {rounds} rounds (median step time)")
     print("| model | parameters | exchange | step (ms) | samples/s | ratio to native |\n|---|---|---|---|---|---|")
     for model, r in results.items():
         base = statistics.median(r["times"]["native"])

@@ -78,9 +78,9 @@ def test_staged_fp16_is_close_and_still_learns(recipe_runs):
     assert any("float16" in r for r in recipe_runs[("staged", "fp16")]["started"].get("reasons"))
 
 
-def _script_run(*extra: str, script: str = "ddp_env_style.py"):
+def _script_run(*extra: str, script: str = "ddp_env_style.py", script_args: tuple[str, ...] = ()):
     res = ddpstudio("run", "--json", "--script", str(SCRIPTS / script), "--script-style", "env",
-                    "--rendezvous-timeout", "60", *extra)
+                    "--rendezvous-timeout", "60", *extra, "--", *script_args)
     assert res.returncode == 0, res.stderr + res.stdout[-3000:]
     evs = events(res.stdout)
     assert final(evs).get("state") == "finished"
@@ -113,6 +113,15 @@ def test_rank_helper_off_reports_nothing_and_still_trains(studio_home):
     evs, lines = _script_run("--grad-exchange", "staged", "--no-rank-helper")
     assert not of_type(evs, protocol.RANK_JOINED) and not of_type(evs, protocol.RANK_LEFT)
     assert "rank 0 comm hooks: []" in lines[0]
+    losses = _script_losses(lines[0])
+    assert len(losses) == 10 and losses[-1] < 0.5 * losses[0], losses
+
+
+def test_a_script_with_its_own_hook_keeps_it_and_is_warned(studio_home):
+    evs, lines = _script_run("--grad-exchange", "staged", script_args=("10", "--own-hook"))
+    assert "rank 0 comm hooks: ['allreduce_hook']" in lines[0]
+    warnings = [e.get("message") for e in of_type(evs, protocol.WARNING) if e.rank == 0]
+    assert any("registered its own DDP communication hook" in w for w in warnings), warnings
     losses = _script_losses(lines[0])
     assert len(losses) == 10 and losses[-1] < 0.5 * losses[0], losses
 

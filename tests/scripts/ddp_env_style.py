@@ -1,5 +1,7 @@
 """A plain torchrun-style DDP script (knows nothing of DDP Studio): env://, DDP, all_reduce, print.
 
+``STEPS [--own-hook]``: with ``--own-hook`` it registers torch's ``allreduce_hook`` itself.
+
 Prints the loss each step, and at the end the names of the communication
 hooks its DDP model runs (none of its own), so a test can see what ran.
 """
@@ -12,11 +14,16 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 steps = int(sys.argv[1]) if len(sys.argv) > 1 else 10
+own_hook = "--own-hook" in sys.argv  # register torch's reference hook, as some scripts do
 dist.init_process_group("gloo", init_method="env://")
 rank, world = dist.get_rank(), dist.get_world_size()
 assert world == int(os.environ["WORLD_SIZE"])
 torch.manual_seed(0)
 model = DDP(torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 1)))
+if own_hook:
+    from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
+
+    model.register_comm_hook(None, allreduce_hook)
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
 g = torch.Generator().manual_seed(100 + rank)
 x = torch.randn(64, 8, generator=g)
