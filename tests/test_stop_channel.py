@@ -18,7 +18,7 @@ from ddpstudio.core.launch.rundir import RunDir
 from ddpstudio.core.platform import WINDOWS
 from ddpstudio.core.process.proctree import STOP_CHANNEL_ENV, WindowsTree
 from ddpstudio.core.protocol import STOP_FILE_ENV
-from tests.studio import TINY, events, final, of_type
+from tests.studio import SCRIPTS, TINY, events, final, of_type
 
 # A stand-in rank: watches the stop file, then trains "forever"; says how it ended.
 RANK = """
@@ -100,16 +100,20 @@ def test_the_windows_tree_asks_through_the_file_and_never_through_os_kill(tmp_pa
 
 
 @pytest.mark.slow
-def test_a_real_run_stops_through_the_file_channel(studio_home):
+@pytest.mark.parametrize("workload", [
+    ["--max-steps", "100000", *TINY],  # the built-in recipe watches the file itself
+    ["--script", str(SCRIPTS / "env_style.py"), "--script-style", "env", "--", "100000"],  # through the rank helper
+], ids=["recipe", "user script"])
+def test_a_real_run_stops_through_the_file_channel(studio_home, workload):
     """The launcher and two real Gloo ranks, with the POSIX tree asking the Windows way."""
     env = {**os.environ, STOP_CHANNEL_ENV: "file"}
-    cli = subprocess.Popen([sys.executable, "-m", "ddpstudio", "run", "--json", "--max-steps", "100000", *TINY],
+    cli = subprocess.Popen([sys.executable, "-m", "ddpstudio", "run", "--json", *workload],
                            stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, env=env)
     lines = []
     try:
         for line in cli.stdout:
             lines.append(line)
-            if '"type":"global_step"' in line:
+            if '"type":"global_step"' in line or ('"type":"step"' in line and '"step":3' in line):
                 break
         cli.send_signal(signal.SIGINT)
         out, _ = cli.communicate(timeout=60)

@@ -67,7 +67,20 @@ class _Watch:
         return spec
 
 
+def _watch_for_stop():
+    """The launcher's polite stop, the run's stop file: KeyboardInterrupt here, as Ctrl+C would (Windows)."""
+    if not os.environ.get("DDPSTUDIO_STOP_FILE"):
+        return
+    try:
+        from ddpstudio.rank import stopwatch
+
+        stopwatch.watch()
+    except Exception as exc:
+        _warn("could not watch for the stop file (a stop ends this rank the hard way)", exc)
+
+
 _chain()
+_watch_for_stop()
 if WATCHED in sys.modules:  # imported by the chained sitecustomize: too late to watch, hook it now
     try:
         __import__(HOOKS)
