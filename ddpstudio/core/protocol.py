@@ -31,6 +31,8 @@ WARNING = "warning"
 ERROR = "error"
 RANK_EXITED = "rank_exited"
 RUN_FINISHED = "run_finished"
+EVAL = "eval"
+MODEL_SAVED = "model_saved"
 
 KNOWN_TYPES = frozenset(
     {
@@ -46,6 +48,8 @@ KNOWN_TYPES = frozenset(
         ERROR,
         RANK_EXITED,
         RUN_FINISHED,
+        EVAL,
+        MODEL_SAVED,
     }
 )
 

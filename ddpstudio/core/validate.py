@@ -96,6 +96,7 @@ def check_recipe(spec: RecipeSpec) -> list[Problem]:
         problems.append(Problem("max_steps", f"max steps must be at least 1 (got {spec.max_steps})"))
     if spec.lr <= 0:
         problems.append(Problem("lr", f"the learning rate must be positive (got {spec.lr})"))
+    problems += check_schedule(spec)
     if spec.checkpoint_dir:
         problem = writable_problem("checkpoint_dir", spec.checkpoint_dir, "checkpoint folder")
         if problem:
@@ -108,6 +109,24 @@ def check_recipe(spec: RecipeSpec) -> list[Problem]:
         elif not (Path(spec.checkpoint_dir) / CHECKPOINT_NAME).is_file():
             problems.append(Problem("resume", f"there is no {CHECKPOINT_NAME} in {spec.checkpoint_dir} to resume "
                                               "from; train once with this checkpoint folder first"))
+    return problems
+
+
+def check_schedule(spec: RecipeSpec) -> list[Problem]:
+    """The LR schedule, warm-up and evaluation interval."""
+    from ddpstudio.core.plan import LR_SCHEDULES
+
+    problems: list[Problem] = []
+    if spec.lr_schedule not in LR_SCHEDULES:
+        problems.append(Problem("lr_schedule", f"unknown learning-rate schedule {spec.lr_schedule!r}: "
+                                               f"use {', '.join(LR_SCHEDULES)}"))
+    if spec.warmup_steps < 0:
+        problems.append(Problem("warmup_steps", f"warm-up steps cannot be negative (got {spec.warmup_steps})"))
+    elif spec.max_steps is not None and spec.warmup_steps >= spec.max_steps:
+        problems.append(Problem("warmup_steps", f"{spec.warmup_steps} warm-up steps leave nothing of a "
+                                                f"{spec.max_steps}-step run; use fewer warm-up steps"))
+    if spec.eval_every is not None and spec.eval_every < 1:
+        problems.append(Problem("eval_every", f"evaluate-every must be at least 1 step (got {spec.eval_every})"))
     return problems
 
 
