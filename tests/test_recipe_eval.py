@@ -135,7 +135,7 @@ def test_demo_accuracy_rises_above_chance_and_the_weights_load_for_prediction(st
     assert saved.get("path") == str(ckpt / "model.pt")
     # The README's two lines, then a prediction on a held-out sample of a known class.
     import torchvision
-    saved = torch.load(ckpt / "model.pt", weights_only=False)
+    saved = torch.load(ckpt / "model.pt")  # weights_only (the default) suffices: tensors, names, ints
     model = torchvision.models.get_model(saved["model_name"], num_classes=len(saved["class_names"]))
     model.load_state_dict(saved["state_dict"])
     model.eval()
