@@ -136,16 +136,15 @@ class LivePlots(QWidget):
         self.run_t0: float | None = None  # wall time the shown live run started: the load plots' zero
         self._turn = 0  # the plot whose turn it is to be redrawn first
         self.toolbar = PlotToolbar(self)
-        grid = QGridLayout()
-        grid.setContentsMargins(0, 0, 0, 0)
-        grid.setSpacing(2)
-        for i, plot in enumerate(self.all):
-            grid.addWidget(plot.widget, i // 2, i % 2)
+        self.grid = QGridLayout()
+        self.grid.setContentsMargins(0, 0, 0, 0)
+        self.grid.setSpacing(2)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(2)
         layout.addWidget(self.toolbar)
-        layout.addLayout(grid, 1)
+        layout.addLayout(self.grid, 1)
+        self._placed: tuple | None = None
         self._show_optional()
 
     # -- what to show ----------------------------------------------------------
@@ -233,8 +232,19 @@ class LivePlots(QWidget):
     def _show_optional(self) -> None:
         """Accuracy and LR only for runs that report them (the built-in recipe), so scripts keep four plots."""
         m = self.metrics
-        self.accuracy.widget.setVisible(m is not None and m.eval_top1.last is not None)
-        self.lr.widget.setVisible(m is not None and m.lr.last is not None)
+        shown = tuple(p for p in self.all if (p is not self.accuracy or (m is not None and m.eval_top1.last is not None))
+                      and (p is not self.lr or (m is not None and m.lr.last is not None)))
+        if shown == self._placed:
+            return
+        self._placed = shown
+        for plot in self.all:  # two columns, no holes: the grid is rebuilt from the plots shown
+            self.grid.removeWidget(plot.widget)
+        for i, plot in enumerate(shown):
+            self.grid.addWidget(plot.widget, i // 2, i % 2)
+        for plot in self.all:
+            if plot.widget.parent() is not self:  # never placed yet: keep it inside, not a window of its own
+                plot.widget.setParent(self)
+            plot.widget.setVisible(plot in shown)
 
     def refresh(self, plots: int = 1) -> bool:
         """Redraw at most ``plots`` plots whose series changed, taking turns, so that one tick
@@ -253,7 +263,7 @@ class LivePlots(QWidget):
                 if key not in plot.curves:
                     plot.curve(key, name, pg.mkPen(pen_colour, width=width), symbol)
                 plot.draw(key, series, x_offset)
-            if plot in (self.accuracy, self.lr) and not plot.widget.isVisible():
+            if plot in (self.accuracy, self.lr) and plot not in (self._placed or ()):
                 self._show_optional()
             plot.settle()
             drawn += 1

@@ -162,11 +162,12 @@ class RunController(QObject):
 
     def _handle_rank_joined(self, ev: protocol.Event) -> None:
         self.log_received.emit(ev.rank, "studio", "joined the process group")
+        self.metrics_received.emit(ev)  # the progress line counts who has joined
 
     def _handle_step(self, ev: protocol.Event) -> None:
         self.metrics_received.emit(ev)
 
-    _handle_global_step = _handle_epoch_end = _handle_step
+    _handle_global_step = _handle_epoch_end = _handle_eval = _handle_model_saved = _handle_step
 
     def _handle_checkpoint_saved(self, ev: protocol.Event) -> None:
         self.metrics_received.emit(ev)
