@@ -123,7 +123,7 @@ def test_every_setup_field_has_a_tooltip_with_what_why_and_default(qtbot, open_w
     assert set(window.form.editors) == set(FIELD_HELP)
     for name, editor in window.form.editors.items():
         tip = (editor.edit if isinstance(editor, PathEdit) else editor).toolTip()
-        assert tip == FIELD_HELP[name] and "Default: " in tip, name
+        assert tip == FIELD_HELP[name] and ("Default: " in tip or "No default." in tip), name
 
 
 def test_presets_round_trip_through_the_settings_file(qtbot, open_window, studio_home):
@@ -204,3 +204,50 @@ def test_a_real_run_is_told_from_start_to_summary(qtbot, open_window, studio_hom
     assert "eval after step 2" in text and "run finished after" in text and "step     1  loss" in text
     assert set(window.plots.accuracy.curves) == {"top1", "top5"} and window.plots.accuracy.widget.isVisible()
     assert_nothing_left(qtbot, studio_home)
+
+
+def test_eight_gpus_collapse_to_compact_rows_and_the_form_stays_in_view(qtbot, open_window):
+    from ddpstudio.core.gpu import FakeGpuSource
+
+    gpus = [{"name": "NVIDIA RTX A6000", "total_memory_mb": 49140, "utilization_pct": 10 * i,
+             "memory_used_mb": 1024} for i in range(8)]
+    window = open_window(source=FakeGpuSource(gpus=gpus))
+    window.resize(1280, 720)
+    qtbot.waitUntil(lambda: len(window.machine_panel.cards) == 8, timeout=30_000)
+    cards = window.machine_panel.cards
+    assert all(card.compact and not card.detail.isVisible() for card in cards)
+    assert "RTX A6000" in cards[3].toolTip() and cards[3].title.text() == "GPU 3"
+    qtbot.waitUntil(lambda: cards[7].util.format() == "load 70%", timeout=10_000)
+    row = cards[0].sizeHint().height()
+    assert row <= 2.5 * cards[0].title.sizeHint().height(), row  # one line of widgets, not a tall card
+    assert window.machine_panel.sizeHint().height() < 720 // 2  # half the screen or less for the machine
+
+
+def test_a_running_benchmark_shows_in_the_header_with_its_progress(qtbot, open_window):
+    from ddpstudio.core.bench.model import BenchProgress
+
+    window = open_window()
+    window.bench.bench_progress.emit(BenchProgress("per-rank batch", 2, 1, 2, "measuring", 10, 20))
+    assert window.progress.state.text() == "Benchmark: run 2 of 2"
+    assert window.progress.bar.value() == 75 and "2 ranks · measuring" in window.progress.bar.format()
+    window.bench.bench_finished.emit(None)
+    assert window.progress.state.text() == "Ready"
+
+
+def test_the_clean_up_question_says_what_goes_and_what_an_unticked_program_keeps():
+    from ddpstudio.core.cleanup.findings import ProcessInfo, StaleStore
+    from ddpstudio.gui.cleanup_question import confirmation
+
+    a, b = StaleStore(path="/s/a", reason="left by run r1"), StaleStore(path="/s/b", reason="left by run r2")
+    orphan = ProcessInfo(pid=11, name="python", cmdline="python -m ddpstudio.rank.recipe", run_id="r1", rank=0,
+                         ours=True)
+    editor = ProcessInfo(pid=22, name="notepad", cmdline="notepad /s/b", path="/s/b")
+    text = confirmation([a, b], [orphan], [], [editor])
+    assert text.splitlines() == [
+        "Delete 1 stale store file(s):", "  /s/a",
+        "Stop 1 process(es) DDP Studio started and that were left running (asked to end, then killed if they "
+        "do not):", "  pid 11 (python), rank 0 of run r1",
+        "Cannot delete 1 file(s): a program you did not tick holds it open (tick that program to stop it, or "
+        "close it yourself):", "  /s/b (held by pid 22 (notepad))"]
+    ticked = confirmation([a, b], [], [editor], [editor])
+    assert "Delete 2 stale store file(s)" in ticked and "did NOT start" in ticked and "Cannot" not in ticked

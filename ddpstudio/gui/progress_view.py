@@ -76,6 +76,21 @@ class ProgressView(QWidget):
         self.state.setText(run_story.start_phase(self.metrics, state, self.launched_t)
                            or STATE_TEXT.get(state, state.capitalize()))
 
+    def show_bench(self, p) -> None:
+        """A scaling benchmark's progress (a ``BenchProgress``) in the header; None when it has ended."""
+        if p is None:
+            self._shown = None
+            self.set_state("idle")
+            self.refresh()
+            return
+        within = p.step / p.total_steps if p.total_steps and p.phase in ("warmup", "measuring") else 0.0
+        done = min(1.0, (p.run_index + (1.0 if p.phase in ("done", "failed") else within)) / max(1, p.runs))
+        self.state.setText(f"Benchmark: run {p.run_index + 1} of {p.runs}")
+        self.bar.setValue(int(100 * done))
+        ranks = f"{p.world_size} rank" + ("s" if p.world_size != 1 else "")
+        self.bar.setFormat(f"{ranks} · {p.phase} · {100 * done:.0f}% of the benchmark")
+        self.numbers.setText(p.variant)
+
     def show_metrics(self, metrics: RunMetrics | None) -> None:
         self.metrics, self._shown = metrics, None
         self.refresh()

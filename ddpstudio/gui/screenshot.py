@@ -32,7 +32,8 @@ def main(argv: list[str] | None = None) -> int:
     window = MainWindow(dialogs=ScriptedDialogs(yes=True))
     width, height = (int(v) for v in args.size.split("x"))
     window.resize(width, height)
-    window.form.set_state(SetupState(batch_size=32, lr=0.02, epochs=3, image_size=32))
+    window.form.set_state(SetupState(batch_size=32, lr=0.02, epochs=3, image_size=32, lr_schedule="cosine",
+                                     warmup_steps=5, eval_every=10))
     window.show()
     state = {"launched": False}
 

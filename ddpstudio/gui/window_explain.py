@@ -37,6 +37,8 @@ class WindowExplainer:
         self.narrator = RunNarrator(lambda line: w.log_view.append(None, "studio", line))
         for signal in (w.controller.run_started, w.controller.metrics_received, w.controller.run_finished):
             signal.connect(self.narrator.feed)
+        w.bench.bench_progress.connect(w.progress.show_bench)
+        w.bench.bench_finished.connect(lambda _result: w.progress.show_bench(None))
         self.presets = Presets(w.settings)
         self.preset_bar = PresetBar(self.presets, w.form, w.dialogs)
         w.form.layout().insertWidget(0, self.preset_bar)
