@@ -116,7 +116,7 @@ class CleanupDialog(QDialog):
         if not (files or procs or self.findings.corrupt_records):
             self._idle("Nothing is ticked.")
             return
-        foreign = [p for p in self.findings.lock_holders if not p.ours]
+        foreign = self.findings.foreign
         question = confirmation(chosen[STALE], chosen[ORPHANS], chosen[FOREIGN], foreign)
         if not self.dialogs.ask_yes_no("Clean up", question, yes="Clean up", no="Cancel"):
             return

@@ -28,6 +28,7 @@ from ddpstudio.gui.smoothing import ema
 
 # Colour-blind-safe (Okabe-Ito) colours for ranks and GPUs; the global mean is drawn thick in the text colour.
 COLOURS = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#999999")
+IDLE_TIME_LABEL, RUN_TIME_LABEL = "time since the window opened (s)", "time since the run started (s)"
 RAW_ALPHA = 60  # of 255: the unsmoothed curve behind a smoothed one, as TensorBoard draws it
 
 
@@ -127,8 +128,8 @@ class LivePlots(QWidget):
         self.accuracy = _Plot("Validation accuracy", "step", "%")
         self.rate = _Plot("Throughput", "step", "samples/s", smoothable=True)
         self.lr = _Plot("Learning rate", "step", "LR")
-        self.load = _Plot("Load", "time since the run started (s)", "%")
-        self.memory = _Plot("Memory", "time since the run started (s)", "GiB")
+        self.load = _Plot("Load", IDLE_TIME_LABEL, "%")
+        self.memory = _Plot("Memory", IDLE_TIME_LABEL, "GiB")
         self.all = (self.loss, self.accuracy, self.rate, self.lr, self.load, self.memory)
         self.metrics: RunMetrics | None = None
         self.history: LoadHistory | None = None
@@ -153,6 +154,8 @@ class LivePlots(QWidget):
         self.metrics = metrics
         if metrics is not None and metrics.final is None and metrics.step == 0:
             self.run_t0 = time.time()  # a run about to start: the load plots count from now
+            for plot in (self.load, self.memory):
+                plot.item.setLabel("bottom", RUN_TIME_LABEL)
         for plot in (self.loss, self.accuracy, self.rate, self.lr):
             plot.clear()
         for plot in self.all:
