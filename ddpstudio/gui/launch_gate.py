@@ -35,6 +35,15 @@ class LaunchGate(QObject):
 
     def reason(self) -> str | None:
         """Why Launch cannot be pressed now, in words; None when it can."""
+        return self._reason()[0]
+
+    def _reason(self) -> tuple[str | None, bool]:
+        """(the reason, whether it is the setup's fault: only those go to the status bar unasked)."""
+        text = self._busy()
+        return (text, False) if text else self._setup()
+
+    def _busy(self) -> str | None:
+        """Launch waits for something to finish (not the setup's fault)."""
         w = self.window
         if w.controller.active:
             return "a run is in progress: stop it first (Shift+F5)"
@@ -46,28 +55,33 @@ class LaunchGate(QObject):
             return "still looking at this machine (GPUs, PyTorch)…"
         if w.check.pending or w.check.latest is None:
             return "checking the setup…"
+        return None
+
+    def _setup(self) -> tuple[str | None, bool]:
+        w = self.window
         problems = w.check.latest.problems
         if problems:
             first = problems[0]
             more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-            return f"{w.form.field_label(first.field)}: {first.message}{more}"
+            return f"{w.form.field_label(first.field)}: {first.message}{more}", True
         if not w.check.ok:
-            return "the setup gives no launch plan"
-        return None
+            return "the setup gives no launch plan", True
+        return None, False
 
     def refresh(self, *_args) -> None:
         w = self.window
         enabled = w.launch_action.isEnabled()
         self.f5.setEnabled(not enabled)
-        reason = None if enabled else self.reason()
+        reason, setup_fault = (None, False) if enabled else self._reason()
         tip = LAUNCH_TIP if reason is None else f"Launch is unavailable: {reason}"
         w.launch_action.setToolTip(tip)
         w.launch_button.setToolTip(tip)
-        if reason and reason != self.shown and not w.controller.active:
-            w.statusBar().showMessage(f"Cannot launch yet: {reason}")
-        elif not reason and self.shown:
+        shown = reason if setup_fault else ""
+        if shown and shown != self.shown:
+            w.statusBar().showMessage(f"Cannot launch yet: {shown}")
+        elif not shown and self.shown:
             w.statusBar().clearMessage()
-        self.shown = reason or ""
+        self.shown = shown or ""
 
     def explain(self) -> None:
         """F5 while Launch is disabled: say why, in the status bar (where the eye goes after a key press)."""

@@ -59,7 +59,7 @@ class _Plot:
         item.showGrid(x=True, y=True, alpha=0.25)
         item.setMenuEnabled(True)  # pyqtgraph's own menu: view range, log axes, Export… (PNG/SVG/CSV)
         # The legend under the x axis (row 4 of PlotItem's grid), never over the curves.
-        self.legend = pg.LegendItem(colCount=4, labelTextColor=self.text, verSpacing=-6)
+        self.legend = pg.LegendItem(colCount=3, labelTextColor=self.text, verSpacing=-6)
         item.layout.addItem(self.legend, 4, 1)
         item.legend = self.legend  # named curves join it, as with addLegend()
         self.curves: dict[object, pg.PlotDataItem] = {}
@@ -72,7 +72,8 @@ class _Plot:
         self.item.setLabel("left", y_label)
 
     def curve(self, key: object, name: str, pen, symbol: str | None = None) -> pg.PlotDataItem:
-        if self.smoothable:
+        """A curve; on a smoothable plot, lines get a faint raw twin, marked points (measurements) do not."""
+        if self.smoothable and symbol is None:
             raw_pen = pg.mkPen(pen)
             faint = raw_pen.color()
             faint.setAlpha(RAW_ALPHA)
