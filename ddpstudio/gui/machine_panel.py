@@ -78,8 +78,9 @@ class GpuCard(QFrame):
         used = sample.memory_used_mb if sample else None
         total = (sample.memory_total_mb if sample else None) or self.gpu.total_memory_mb
         self.memory.setValue(int(100 * used / total) if used is not None and total else 0)
-        self.memory.setFormat(f"memory {used / 1024:.1f} / {total / 1024:.1f} GiB" if used is not None
-                              else "memory n/a")
+        what = "mem" if self.compact else "memory"
+        self.memory.setFormat(f"{what} {used / 1024:.1f} / {total / 1024:.1f} GiB" if used is not None
+                              else f"{what} n/a")
         parts = []
         if sample and sample.temperature_c is not None:
             parts.append(f"{sample.temperature_c:.0f} °C")
