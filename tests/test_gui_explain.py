@@ -253,3 +253,13 @@ def test_the_clean_up_question_says_what_goes_and_what_an_unticked_program_keeps
         "close it yourself):", "  /s/b (held by pid 22 (notepad))"]
     ticked = confirmation([a, b], [], [editor], [editor])
     assert "Delete 2 stale store file(s)" in ticked and "did not start" in ticked and "Cannot" not in ticked
+
+
+def test_help_links_to_the_docs_that_ship_beside_the_package(qtbot, open_window):
+    from ddpstudio.gui.window_explain import DOCS, doc_path
+
+    window = open_window()
+    help_menu = window.menuBar().actions()[-1].menu()
+    texts = [a.text() for a in help_menu.actions()]
+    assert all(text in texts for text, _ in DOCS)
+    assert all(doc_path(relative).is_file() for _, relative in DOCS)
