@@ -263,3 +263,16 @@ def test_help_links_to_the_docs_that_ship_beside_the_package(qtbot, open_window)
     texts = [a.text() for a in help_menu.actions()]
     assert all(text in texts for text, _ in DOCS)
     assert all(doc_path(relative).is_file() for _, relative in DOCS)
+
+
+def test_rank_exits_say_who_ended_the_rank():
+    from ddpstudio.core.platform import Platform
+    from ddpstudio.gui.exit_words import rank_exit_text
+
+    posix, windows = current(), Platform(system="windows")
+    assert rank_exit_text(-15, posix, stopping=True) == "stopped by the launcher's polite signal (killed by SIGTERM)"
+    assert rank_exit_text(-2, posix, stopping=True) == "stopped: it obeyed the stop request (killed by SIGINT)"
+    assert rank_exit_text(-9, posix, stopping=True).startswith("killed by the launcher: still running after the grace")
+    assert rank_exit_text(-9, posix, stopping=False) == "killed by SIGKILL"  # not ours to explain
+    assert rank_exit_text(-11, posix, stopping=True) == "killed by SIGSEGV"
+    assert rank_exit_text(3221225786, windows, stopping=True).startswith("stopped: it obeyed the stop request")
