@@ -52,7 +52,10 @@ def main() -> int:
             for rank in range(args.ranks):
                 write(protocol.STEP, rank=rank, step=step, epoch=0, loss=loss + 0.01 * rank, samples_per_s=500.0)
             write(protocol.GLOBAL_STEP, step=step, epoch=0, loss=loss, samples_per_s=1000.0,
-                  total_steps=total_steps)
+                  total_steps=total_steps, lr=0.1 * (1 + math.cos(math.pi * step / total_steps)) / 2)
+            if step % 200 == 0:  # as the recipe's --eval-every: the accuracy plot fills too
+                write(protocol.EVAL, step=step, epoch=0, loss=loss, top1=1 - math.exp(-step / 3000),
+                      top5=1 - math.exp(-step / 1000), samples=512)
             write(protocol.LOG, rank=step % args.ranks, stream="stdout", line=f"step {step} loss {loss:.4f}")
             sent += per_step
         out.flush()

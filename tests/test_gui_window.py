@@ -288,7 +288,7 @@ def test_a_leftover_on_a_fixed_store_path_is_removed_visibly_before_launch(qtbot
     assert store.exists()
 
     launch(qtbot, window)  # the same fixed path again: the leftover is found, removed, and said so
-    notes = [line for rank, stream, line in window.log_view.lines if stream == "studio"]
+    notes = [line for rank, stream, line, _t in window.log_view.lines if stream == "studio"]
     assert any("removed the leftover store file" in line and str(store) in line for line in notes)
     assert "removed the leftover store file" in window.statusBar().currentMessage()
     with qtbot.waitSignal(window.controller.run_finished, timeout=RUN_TIMEOUT_MS):

@@ -86,7 +86,7 @@ def test_checkpoint_then_resume_continues_from_the_saved_step(studio_home, tmp_p
     assert first.returncode == 0, first.stderr + first.stdout[-3000:]
     saved = of_type(events(first.stdout), protocol.CHECKPOINT_SAVED)
     assert [e.get("step") for e in saved] == [4]
-    assert sorted(p.name for p in ckpt.iterdir()) == ["checkpoint.json", "checkpoint.pt"]
+    assert sorted(p.name for p in ckpt.iterdir()) == ["checkpoint.json", "checkpoint.pt", "model.pt"]  # no temp file
 
     second = ddpstudio("run", "--json", "--max-steps", "7", "--checkpoint-dir", str(ckpt), "--resume", *TINY)
     assert second.returncode == 0, second.stderr + second.stdout[-3000:]

@@ -21,6 +21,20 @@ def format_eta(seconds: float | None) -> str:
     return f"{h}:{m:02d}:{s:02d}" if h else f"{m:02d}:{s:02d}"
 
 
+def eval_line(ev: protocol.Event) -> str:
+    """One line for an ``eval`` event, shared by the CLI and the window's log."""
+    parts = [f"eval after step {ev.get('step')}"]
+    if isinstance(ev.get("loss"), (int, float)):
+        parts.append(f"loss {ev.get('loss'):.4f}")
+    if isinstance(ev.get("top1"), (int, float)):
+        parts.append(f"top-1 {100 * ev.get('top1'):.1f}%")
+    if isinstance(ev.get("top5"), (int, float)):
+        parts.append(f"top-5 {100 * ev.get('top5'):.1f}%")
+    if ev.get("samples"):
+        parts.append(f"on {ev.get('samples')} samples")
+    return ", ".join(parts)
+
+
 class ProgressView:
     """Consumes protocol events; dispatches by type to ``_handle_<type>``."""
 
@@ -38,6 +52,7 @@ class ProgressView:
         self.first_step = 0
         self.last_line = ""
         self.scraped: dict[int, tuple[int, float]] = {}
+        self.model_path: str | None = None
 
     def feed(self, event: protocol.Event) -> None:
         handler = getattr(self, f"_handle_{event.type}", None)
@@ -107,6 +122,13 @@ class ProgressView:
             parts.append(f"{100 * wait:.0f}% of time waiting for data")
         self._print(", ".join(parts))
 
+    def _handle_eval(self, ev: protocol.Event) -> None:
+        self._print(eval_line(ev))
+
+    def _handle_model_saved(self, ev: protocol.Event) -> None:
+        self.model_path = ev.get("path")
+        self._print(f"model weights saved: {self.model_path}")
+
     def _handle_checkpoint_saved(self, ev: protocol.Event) -> None:
         self._print(f"checkpoint saved at step {ev.get('step')}: {ev.get('path')}")
 
@@ -122,6 +144,8 @@ class ProgressView:
         state = ev.get("state")
         duration = ev.get("duration_s") or 0.0
         self._print(f"run {state} after {duration:.1f} s")
+        if self.model_path:
+            self._print(f"trained weights: {self.model_path} (loading them: README, 'Using the trained model')")
         cause = ev.get("root_cause")
         if state == protocol.FAILED and cause:
             self._print(f"root cause: {ev.get('summary')}")

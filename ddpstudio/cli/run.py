@@ -7,7 +7,7 @@ import signal
 import sys
 
 from ddpstudio.core import protocol
-from ddpstudio.core.plan import DEFAULT_DIST_ARGS, RecipeSpec, ScriptSpec
+from ddpstudio.core.plan import DEFAULT_DIST_ARGS, LR_SCHEDULES, RecipeSpec, ScriptSpec
 
 EXIT_BAD_INPUT = 2
 DEMO_STEPS = 40
@@ -38,6 +38,11 @@ def add_parser(sub) -> None:
                             "split: --batch-size is the effective batch, divided over the ranks")
     train.add_argument("--lr", type=float, default=0.02)
     train.add_argument("--scale-lr", action="store_true", help="multiply the learning rate by the world size")
+    train.add_argument("--lr-schedule", choices=LR_SCHEDULES, default="constant",
+                       help="constant; step (x0.1 at 50%% and 75%% of the steps); cosine (decays to 0)")
+    train.add_argument("--warmup-steps", type=int, default=0, help="linear learning-rate warm-up (default 0)")
+    train.add_argument("--eval-every", type=int, metavar="N",
+                       help="also evaluate on the validation split every N steps (always at each epoch's end)")
     train.add_argument("--image-size", type=int, default=32)
     train.add_argument("--workers", type=int, default=0, help="DataLoader worker processes per rank")
     train.add_argument("--no-amp", action="store_true", help="no mixed precision on CUDA")
@@ -84,7 +89,8 @@ def build_request(args: argparse.Namespace):
     request.recipe = RecipeSpec(
         model=args.model, data=dataset, data_dir=args.data, epochs=args.epochs, max_steps=max_steps,
         batch_size=args.batch_size, lr=args.lr, scale_lr=args.scale_lr, image_size=args.image_size,
-        workers=args.workers, amp=not args.no_amp, checkpoint_dir=args.checkpoint_dir, resume=args.resume)
+        workers=args.workers, amp=not args.no_amp, checkpoint_dir=args.checkpoint_dir, resume=args.resume,
+        lr_schedule=args.lr_schedule, warmup_steps=args.warmup_steps, eval_every=args.eval_every)
     return request
 
 

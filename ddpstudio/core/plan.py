@@ -16,6 +16,8 @@ from ddpstudio.core.atomic import write_json
 
 # The recipe's on-disk names: validation (core) and the ranks (rank/) agree through these.
 CHECKPOINT_NAME = "checkpoint.pt"
+MODEL_NAME = "model.pt"  # the final weights for prediction, beside the checkpoint
+LR_SCHEDULES = ("constant", "step", "cosine")
 CIFAR_FOLDER = "cifar-10-batches-py"
 
 
@@ -50,6 +52,9 @@ class RecipeSpec:
     log_every: int = 1
     seed: int = 0
     threads: int = 1  # torch intra-op threads per rank on the CPU
+    eval_every: int | None = None  # also evaluate every N steps (always at each epoch's end)
+    lr_schedule: str = "constant"  # one of LR_SCHEDULES
+    warmup_steps: int = 0
 
 
 @dataclass

@@ -33,6 +33,7 @@ ERROR = "error"
 RANK_EXITED = "rank_exited"
 RUN_FINISHED = "run_finished"
 EVAL = "eval"
+MODEL_SAVED = "model_saved"
 
 KNOWN_TYPES = frozenset(
     {
@@ -50,6 +51,7 @@ KNOWN_TYPES = frozenset(
         RANK_EXITED,
         RUN_FINISHED,
         EVAL,
+        MODEL_SAVED,
     }
 )
 

@@ -109,6 +109,7 @@ def check_recipe(spec: RecipeSpec) -> list[Problem]:
     if spec.workers < 0:
         problems.append(Problem("workers", f"the number of data-loading workers must be 0 or more (got "
                                            f"{spec.workers}); 0 loads data in the training process itself"))
+    problems += check_schedule(spec)
     if spec.checkpoint_dir:
         problem = writable_problem("checkpoint_dir", spec.checkpoint_dir, "checkpoint folder")
         if problem:
@@ -134,6 +135,22 @@ def check_resume(spec: RecipeSpec) -> list[Problem]:
         return [Problem("resume", f"cannot resume: {exc}")]
     why = checkpoint.nothing_left(info, spec.epochs, spec.max_steps)
     return [Problem("resume", why)] if why else []
+def check_schedule(spec: RecipeSpec) -> list[Problem]:
+    """The LR schedule, warm-up and evaluation interval."""
+    from ddpstudio.core.plan import LR_SCHEDULES
+
+    problems: list[Problem] = []
+    if spec.lr_schedule not in LR_SCHEDULES:
+        problems.append(Problem("lr_schedule", f"unknown learning-rate schedule {spec.lr_schedule!r}: "
+                                               f"use {', '.join(LR_SCHEDULES)}"))
+    if spec.warmup_steps < 0:
+        problems.append(Problem("warmup_steps", f"warm-up steps cannot be negative (got {spec.warmup_steps})"))
+    elif spec.max_steps is not None and spec.warmup_steps >= spec.max_steps:
+        problems.append(Problem("warmup_steps", f"{spec.warmup_steps} warm-up steps leave nothing of a "
+                                                f"{spec.max_steps}-step run; use fewer warm-up steps"))
+    if spec.eval_every is not None and spec.eval_every < 1:
+        problems.append(Problem("eval_every", f"evaluate-every must be at least 1 step (got {spec.eval_every})"))
+    return problems
 
 
 def check_data_dir(kind: str, data_dir: str | None) -> list[Problem]:

@@ -13,6 +13,7 @@ from PySide6.QtWidgets import (QDialog, QDialogButtonBox, QLabel, QProgressBar, 
                                QTreeWidgetItem, QVBoxLayout, QWidget)
 
 from ddpstudio.core.cleanup.hygiene import CleanReport, Findings, clean, scan
+from ddpstudio.gui.cleanup_question import confirmation
 from ddpstudio.gui.workers import Workers
 
 STALE, ORPHANS, FOREIGN = "stale", "orphans", "foreign"
@@ -115,10 +116,8 @@ class CleanupDialog(QDialog):
         if not (files or procs or self.findings.corrupt_records):
             self._idle("Nothing is ticked.")
             return
-        question = f"Delete {files} stale store file(s) and stop {procs} process(es)?"
-        if chosen[FOREIGN]:
-            question += ("\n\nThis includes programs DDP Studio did not start:\n"
-                         + "\n".join(f"  {p.describe()}: {p.cmdline}" for p in chosen[FOREIGN]))
+        foreign = self.findings.foreign
+        question = confirmation(chosen[STALE], chosen[ORPHANS], chosen[FOREIGN], foreign)
         if not self.dialogs.ask_yes_no("Clean up", question, yes="Clean up", no="Cancel"):
             return
         found = self.findings

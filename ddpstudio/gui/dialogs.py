@@ -30,6 +30,13 @@ class Dialogs:
             box.setDetailedText(details)
         box.exec()
 
+    def ask_text(self, title: str, label: str, text: str = "") -> str:
+        """A line of text from the user ('' when cancelled)."""
+        from PySide6.QtWidgets import QInputDialog
+
+        value, ok = QInputDialog.getText(self.parent, title, label, text=text)
+        return value.strip() if ok else ""
+
     def open_file(self, title: str, start: str = "", filter: str = "Python scripts (*.py);;All files (*)") -> str:
         path, _ = QFileDialog.getOpenFileName(self.parent, title, start, filter)
         return path
@@ -47,8 +54,8 @@ class Dialogs:
 class ScriptedDialogs:
     """Answers given in advance (tests, benchmarks); records what was asked."""
 
-    def __init__(self, yes: bool = True, paths: list[str] | None = None) -> None:
-        self.yes, self.paths = yes, list(paths or [])
+    def __init__(self, yes: bool = True, paths: list[str] | None = None, texts: list[str] | None = None) -> None:
+        self.yes, self.paths, self.texts = yes, list(paths or []), list(texts or [])
         self.asked: list[tuple[str, str]] = []
 
     def ask_yes_no(self, title: str, text: str, yes: str = "Yes", no: str = "No") -> bool:
@@ -57,6 +64,10 @@ class ScriptedDialogs:
 
     def info(self, title: str, text: str) -> None:
         self.asked.append((title, text))
+
+    def ask_text(self, title: str, label: str, text: str = "") -> str:
+        self.asked.append((title, label))
+        return self.texts.pop(0) if self.texts else ""
 
     def error(self, title: str, text: str, details: str = "") -> None:
         self.asked.append((title, text))

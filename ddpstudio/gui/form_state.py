@@ -47,6 +47,9 @@ class SetupState:
     grad_exchange: str = "auto"  # auto | native | staged
     grad_compression: str = "none"  # none | fp16
     rank_helper: bool = True  # scripts: DDP Studio's start-up helper on the ranks' path
+    lr_schedule: str = RecipeSpec.lr_schedule
+    warmup_steps: int = 0
+    eval_every: int = 0  # 0: at each epoch's end only
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -94,7 +97,8 @@ class SetupState:
                 model=self.model.strip(), data=self.data, data_dir=self.data_dir.strip() or None,
                 epochs=self.epochs, max_steps=self.max_steps or None, batch_size=self.batch_size,
                 lr=self.lr, scale_lr=self.scale_lr, image_size=self.image_size, workers=self.workers,
-                checkpoint_dir=self.checkpoint_dir.strip() or None, resume=self.resume)
+                checkpoint_dir=self.checkpoint_dir.strip() or None, resume=self.resume,
+                lr_schedule=self.lr_schedule, warmup_steps=self.warmup_steps, eval_every=self.eval_every or None)
         return request
 
 
@@ -123,4 +127,5 @@ def from_plan(plan: Plan) -> SetupState:
         state.batch_size, state.scale_lr, state.lr = r.batch_size, r.scale_lr, r.lr  # per rank after any split
         state.epochs, state.max_steps, state.workers = r.epochs, r.max_steps or 0, r.workers
         state.checkpoint_dir, state.resume = r.checkpoint_dir or "", r.resume
+        state.lr_schedule, state.warmup_steps, state.eval_every = r.lr_schedule, r.warmup_steps, r.eval_every or 0
     return state

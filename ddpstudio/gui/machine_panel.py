@@ -10,7 +10,7 @@ import os
 import time
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QFrame, QGroupBox, QLabel, QProgressBar, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QFrame, QGroupBox, QHBoxLayout, QLabel, QProgressBar, QVBoxLayout, QWidget
 
 from ddpstudio.core.exchange import probe
 from ddpstudio.core.exchange.probekey import key_for
@@ -18,6 +18,7 @@ from ddpstudio.core.gpu import GpuInfo, GpuSample, Inventory, Snapshot
 from ddpstudio.core.plan import Plan
 
 CPU_MODE_TEXT = "No NVIDIA GPU found: training runs on the CPU with Gloo"
+COMPACT_FROM = 4  # GPUs: from this many, each card is one row, so the setup form stays in view
 NOT_PROBED_TEXT = ("Not checked yet whether Gloo can all-reduce GPU tensors here; until then GPU gradients go "
                    "through the CPU. 'ddpstudio doctor' checks it.")
 
@@ -42,7 +43,10 @@ def _bar(name: str) -> QProgressBar:
 
 
 class GpuCard(QFrame):
-    def __init__(self, gpu: GpuInfo, inventory: Inventory, parent: QWidget | None = None) -> None:
+    """A GPU's card; ``compact``: one row (name, load, memory), the details in its tooltip."""
+
+    def __init__(self, gpu: GpuInfo, inventory: Inventory, parent: QWidget | None = None,
+                 compact: bool = False) -> None:
         super().__init__(parent)
         self.setFrameShape(QFrame.Shape.StyledPanel)
         self.gpu = gpu
@@ -53,7 +57,16 @@ class GpuCard(QFrame):
         self.util = _bar(f"GPU {gpu.index} utilisation")
         self.memory = _bar(f"GPU {gpu.index} memory")
         self.sensors = _label("")
-        layout = QVBoxLayout(self)
+        self.compact = compact
+        if compact:
+            self.title.setText(f"GPU {gpu.index}")
+            self.title.setWordWrap(False)
+            self.setToolTip(f"GPU {gpu.index}: {gpu.name}\n{self.detail.text()}")
+            self.detail.hide()
+            self.sensors.hide()
+        layout = QHBoxLayout(self) if compact else QVBoxLayout(self)
+        if compact:
+            layout.setContentsMargins(6, 2, 6, 2)
         for widget in (self.title, self.detail, self.util, self.memory, self.sensors):
             layout.addWidget(widget)
         self.update_sample(None)
@@ -65,15 +78,16 @@ class GpuCard(QFrame):
         used = sample.memory_used_mb if sample else None
         total = (sample.memory_total_mb if sample else None) or self.gpu.total_memory_mb
         self.memory.setValue(int(100 * used / total) if used is not None and total else 0)
-        self.memory.setFormat(f"memory {used / 1024:.1f} / {total / 1024:.1f} GiB" if used is not None
-                              else "memory n/a")
+        what = "mem" if self.compact else "memory"
+        self.memory.setFormat(f"{what} {used / 1024:.1f} / {total / 1024:.1f} GiB" if used is not None
+                              else f"{what} n/a")
         parts = []
         if sample and sample.temperature_c is not None:
             parts.append(f"{sample.temperature_c:.0f} °C")
         if sample and sample.power_w is not None:
             parts.append(f"{sample.power_w:.0f} W")
         self.sensors.setText(" · ".join(parts))
-        self.sensors.setVisible(bool(parts))
+        self.sensors.setVisible(bool(parts) and not self.compact)
 
 
 class CpuCard(QFrame):
@@ -127,7 +141,8 @@ class MachinePanel(QGroupBox):
         if inventory.cpu_mode:
             self.cards = [CpuCard(inventory)]
         else:
-            self.cards = [GpuCard(gpu, inventory) for gpu in inventory.gpus]
+            compact = len(inventory.gpus) >= COMPACT_FROM
+            self.cards = [GpuCard(gpu, inventory, compact=compact) for gpu in inventory.gpus]
         for card in self.cards:
             self._cards_box.addWidget(card)
         self.status.hide()

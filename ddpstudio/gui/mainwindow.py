@@ -34,6 +34,7 @@ from ddpstudio.gui.setup_check import SetupCheck
 from ddpstudio.gui.setup_column import SetupColumn
 from ddpstudio.gui.setup_form import SetupForm
 from ddpstudio.gui.window_actions import WindowActions, about
+from ddpstudio.gui.window_explain import WindowExplainer
 from ddpstudio.gui.window_settings import restore_window, save_window
 from ddpstudio.gui.workers import Workers
 
@@ -79,15 +80,13 @@ class MainWindow(QMainWindow):
 
     # -- building ------------------------------------------------------------
     def _build(self) -> None:
-        self.actions = WindowActions(self, launch=self.launch, stop=self.stop, cleanup=self.open_cleanup,
+        self.actions = a = WindowActions(self, launch=self.launch, stop=self.stop, cleanup=self.open_cleanup,
                                      open_log_folder=lambda: self._open_folder(str(paths.log_dir())),
                                      about=lambda: about(self.dialogs))
-        self.launch_action, self.stop_action = self.actions.launch, self.actions.stop
-        self.cleanup_action = self.actions.cleanup
+        self.launch_action, self.stop_action, self.cleanup_action = a.launch, a.stop, a.cleanup
         self.machine_panel = MachinePanel()
         self.form = SetupForm(self.dialogs)
         self.launch_button = WindowActions.button(self.launch_action)
-        self.launch_button.setDefault(True)
         self.stop_button = WindowActions.button(self.stop_action)
         self.cleanup_button = WindowActions.button(self.cleanup_action)
         left = SetupColumn(self.machine_panel, self.form, [self.launch_button, self.stop_button, self.cleanup_button])
@@ -107,6 +106,7 @@ class MainWindow(QMainWindow):
         self.splitter.setSizes([480, 840])
         self.setCentralWidget(self.splitter)
         self.statusBar().showMessage("Looking at this machine…")
+        self.explainer = WindowExplainer(self)  # Launch's reasons, the Log's story, presets, Copy as command
 
     def _connect(self) -> None:
         self.monitor.inventory_detected.connect(self._on_inventory)

@@ -1,23 +1,35 @@
-"""The live plots: loss per rank and global, samples/s, and the machine's load.
+"""The live plots: loss (train and eval), accuracy, samples/s, learning rate, and the machine's load.
 
 Curve items are made once per series and kept; :meth:`LivePlots.refresh`
 (called by the window's one render timer) calls ``setData`` only for series
 whose version moved since the last draw. Series are bounded (``Series``), and
-pyqtgraph clips to the view and downsamples, so long runs stay smooth.
+pyqtgraph clips to the view and downsamples, so long runs stay smooth
+(benchmarks/gui_resize.py measures a resize during a 2,000 events/s run).
+Loss and throughput can be smoothed (TensorBoard's EMA, the raw curve faint
+behind); every plot has a grid, its legend under the axes, pyqtgraph's
+context menu (export included) and a hover read-out.
 """
 
 from __future__ import annotations
 
+import time
+
+import numpy as np
 import pyqtgraph as pg
 from PySide6.QtGui import QPalette
-from PySide6.QtWidgets import QGridLayout, QWidget
+from PySide6.QtWidgets import QGridLayout, QVBoxLayout, QWidget
 
 from ddpstudio.gui.load_history import LoadHistory
+from ddpstudio.gui.plot_hover import HoverReadout
+from ddpstudio.gui.plot_toolbar import PlotToolbar
 from ddpstudio.gui.run_metrics import RunMetrics
 from ddpstudio.gui.series import Series
+from ddpstudio.gui.smoothing import ema
 
 # Colour-blind-safe (Okabe-Ito) colours for ranks and GPUs; the global mean is drawn thick in the text colour.
 COLOURS = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#999999")
+IDLE_TIME_LABEL, RUN_TIME_LABEL = "time since the window opened (s)", "time since the run started (s)"
+RAW_ALPHA = 60  # of 255: the unsmoothed curve behind a smoothed one, as TensorBoard draws it
 
 
 def colour(i: int) -> str:
@@ -27,78 +39,129 @@ def colour(i: int) -> str:
 class _Plot:
     """One PlotWidget and the curves on it, keyed by whatever names the series."""
 
-    def __init__(self, title: str, x_label: str, y_label: str) -> None:
+    def __init__(self, title: str, x_label: str, y_label: str, smoothable: bool = False) -> None:
         self.widget = pg.PlotWidget()
+        self.name, self.smoothable, self.smoothing = title, smoothable, 0.0
         palette = self.widget.palette()
         self.widget.setBackground(palette.color(QPalette.ColorRole.Base))
         self.text = palette.color(QPalette.ColorRole.Text)
-        item = self.widget.getPlotItem()
+        item = self.item = self.widget.getPlotItem()
         item.setTitle(title, color=self.text)
         item.setLabel("bottom", x_label)
         item.setLabel("left", y_label)
         for axis in ("bottom", "left"):
             item.getAxis(axis).setTextPen(self.text)
             item.getAxis(axis).enableAutoSIPrefix(False)  # "GiB (x0.001)" reads badly
+            # Grid lines at the labelled ticks only: the finest level doubled an axis's paint time.
+            item.getAxis(axis).setStyle(maxTickLevel=1)
         item.setClipToView(True)
         item.setDownsampling(auto=True, mode="peak")
-        item.setMenuEnabled(False)
-        self.legend = item.addLegend(offset=(-10, 10), labelTextColor=self.text)
+        item.showGrid(x=True, y=True, alpha=0.25)
+        item.setMenuEnabled(True)  # pyqtgraph's own menu: view range, log axes, Export… (PNG/SVG/CSV)
+        # The legend under the x axis (row 4 of PlotItem's grid), never over the curves.
+        self.legend = pg.LegendItem(colCount=3, labelTextColor=self.text, verSpacing=-6)
+        item.layout.addItem(self.legend, 4, 1)
+        item.legend = self.legend  # named curves join it, as with addLegend()
         self.curves: dict[object, pg.PlotDataItem] = {}
-        self.drawn: dict[object, int] = {}
+        self.raw: dict[object, pg.PlotDataItem] = {}  # faint unsmoothed curves of smoothable plots
+        self.drawn: dict[object, tuple] = {}
+        self.hover = HoverReadout(self)
 
     def set_title(self, title: str, y_label: str) -> None:
-        item = self.widget.getPlotItem()
-        item.setTitle(title, color=self.text)
-        item.setLabel("left", y_label)
+        self.item.setTitle(title, color=self.text)
+        self.item.setLabel("left", y_label)
 
-    def curve(self, key: object, name: str, pen) -> pg.PlotDataItem:
-        self.curves[key] = self.widget.plot([], [], name=name, pen=pen, connect="finite")
+    def curve(self, key: object, name: str, pen, symbol: str | None = None) -> pg.PlotDataItem:
+        """A curve; on a smoothable plot, lines get a faint raw twin, marked points (measurements) do not."""
+        if self.smoothable and symbol is None:
+            raw_pen = pg.mkPen(pen)
+            faint = raw_pen.color()
+            faint.setAlpha(RAW_ALPHA)
+            raw_pen.setColor(faint)
+            self.raw[key] = self.widget.plot([], [], pen=raw_pen, connect="finite")
+            self.raw[key].opts["name"] = f"{name} (raw)"  # named for CSV export, kept out of the legend
+        self.curves[key] = self.widget.plot([], [], name=name, pen=pen, connect="finite", symbol=symbol,
+                                            symbolSize=6, symbolBrush=pen.color(), symbolPen=None)
         return self.curves[key]
 
-    def draw(self, key: object, series: Series) -> bool:
-        if self.drawn.get(key) == series.version:
+    def draw(self, key: object, series: Series, x_offset: float = 0.0) -> bool:
+        stamp = (series.version, self.smoothing, x_offset)
+        if self.drawn.get(key) == stamp:
             return False
         x, y = series.data()
+        if x_offset:
+            keep = x >= x_offset
+            x, y = x[keep] - x_offset, y[keep]
+        raw = self.raw.get(key)
+        if raw is not None:
+            raw.setVisible(self.smoothing > 0)
+            if self.smoothing > 0:
+                raw.setData(x, y, connect="finite")
+                y = ema(y, self.smoothing)
         self.curves[key].setData(x, y, connect="finite")
-        self.drawn[key] = series.version
+        self.drawn[key] = stamp
         return True
 
     def settle(self) -> None:
         """Auto-range and transform now rather than while painting, where a change costs a second paint."""
-        view = self.widget.getPlotItem().getViewBox()
+        view = self.item.getViewBox()
         view.updateAutoRange()
         view.updateMatrix()
 
+    def reset_view(self) -> None:
+        self.item.enableAutoRange(x=True, y=True)
+
     def clear(self) -> None:
-        for curve in self.curves.values():
+        for curve in (*self.curves.values(), *self.raw.values()):
             self.widget.removeItem(curve)
         self.legend.clear()
         self.curves.clear()
+        self.raw.clear()
         self.drawn.clear()
+        self.hover.hide()
 
 
 class LivePlots(QWidget):
-    def __init__(self, parent: QWidget | None = None) -> None:
+    def __init__(self, parent: QWidget | None = None, dialogs=None) -> None:
         super().__init__(parent)
-        self.loss = _Plot("Loss", "step", "loss")
-        self.rate = _Plot("Throughput", "step", "samples/s")
-        self.load = _Plot("Load", "time (s)", "%")
-        self.memory = _Plot("Memory", "time (s)", "GiB")
-        grid = QGridLayout(self)
-        grid.setContentsMargins(0, 0, 0, 0)
-        for i, plot in enumerate((self.loss, self.rate, self.load, self.memory)):
-            grid.addWidget(plot.widget, i // 2, i % 2)
+        self.dialogs = dialogs  # the window sets it: Export asks for a file name through it
+        self.loss = _Plot("Loss", "step", "loss", smoothable=True)
+        self.accuracy = _Plot("Validation accuracy", "step", "%")
+        self.rate = _Plot("Throughput", "step", "samples/s", smoothable=True)
+        self.lr = _Plot("Learning rate", "step", "LR")
+        self.load = _Plot("Load", IDLE_TIME_LABEL, "%")
+        self.memory = _Plot("Memory", IDLE_TIME_LABEL, "GiB")
+        self.all = (self.loss, self.accuracy, self.rate, self.lr, self.load, self.memory)
         self.metrics: RunMetrics | None = None
         self.history: LoadHistory | None = None
         self.cpu_mode: bool | None = None
+        self.run_t0: float | None = None  # wall time the shown live run started: the load plots' zero
         self._turn = 0  # the plot whose turn it is to be redrawn first
+        self.toolbar = PlotToolbar(self)
+        self.grid = QGridLayout()
+        self.grid.setContentsMargins(0, 0, 0, 0)
+        self.grid.setSpacing(2)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(2)
+        layout.addWidget(self.toolbar)
+        layout.addLayout(self.grid, 1)
+        self._placed: tuple | None = None
+        self._show_optional()
 
     # -- what to show ----------------------------------------------------------
     def show_run(self, metrics: RunMetrics | None) -> None:
-        """Plot this run's curves (a live run, or a past one reopened)."""
+        """Plot this run's curves (a live run, or a past one reopened); the axes start afresh."""
         self.metrics = metrics
-        self.loss.clear()
-        self.rate.clear()
+        if metrics is not None and metrics.final is None and metrics.step == 0:
+            self.run_t0 = time.time()  # a run about to start: the load plots count from now
+            for plot in (self.load, self.memory):
+                plot.item.setLabel("bottom", RUN_TIME_LABEL)
+        for plot in (self.loss, self.accuracy, self.rate, self.lr):
+            plot.clear()
+        for plot in self.all:
+            plot.reset_view()
+        self._show_optional()
         self.refresh_all()
 
     def show_load(self, history: LoadHistory, cpu_mode: bool, gpu_memory_gib: float | None = None) -> None:
@@ -121,44 +184,99 @@ class LivePlots(QWidget):
                     self.memory.widget.setYRange(0, gpu_memory_gib, padding=0.02)
         self.refresh_all()
 
+    # -- the toolbar's settings --------------------------------------------------
+    def set_smoothing(self, weight: float) -> None:
+        for plot in self.all:
+            if plot.smoothable:
+                plot.smoothing = weight
+        self.refresh_all()
+
+    def set_log_y(self, on: bool) -> None:
+        """Log scale for the loss plot (train and eval loss span decades)."""
+        self.loss.item.setLogMode(x=False, y=on)
+        self.loss.reset_view()
+
+    def reset_view(self) -> None:
+        for plot in self.all:
+            plot.reset_view()
+
     # -- drawing (the render timer calls this) ----------------------------------
-    def _wanted(self) -> list[tuple[_Plot, list[tuple[object, str, object, float, Series]]]]:
-        """Each plot with its curves: (key, legend name, colour, width, series)."""
-        loss, rate, load, memory = [], [], [], []
+    def _load_offset(self) -> float:
+        """Load history counts from the window's first sample; the plots count from the run's start."""
+        h = self.history
+        if self.run_t0 is None or h is None or h.t0 is None:
+            return 0.0
+        return max(0.0, self.run_t0 - h.t0)
+
+    def _wanted(self) -> list[tuple[_Plot, list[tuple]]]:
+        """Each plot with its curves: (key, legend name, colour, width, series, symbol)."""
+        loss, acc, rate, lr, load, memory = [], [], [], [], [], []
         m = self.metrics
         if m is not None:
-            loss += [(rank, f"rank {rank}", colour(rank), 1, series) for rank, series in sorted(m.loss.items())]
+            loss += [(rank, f"rank {rank}", colour(rank), 1, s, None) for rank, s in sorted(m.loss.items())]
             if m.global_loss.last is not None:
-                loss.append(("global", "global mean", self.loss.text, 2, m.global_loss))
+                loss.append(("global", "global mean", self.loss.text, 2, m.global_loss, None))
+            if m.eval_loss.last is not None:
+                loss.append(("eval", "validation", colour(5), 2, m.eval_loss, "o"))
+            for key, name, series, c in (("top1", "top-1", m.eval_top1, 2), ("top5", "top-5", m.eval_top5, 4)):
+                if series.last is not None:
+                    acc.append((key, name, colour(c), 2, series, "o"))
             if m.samples_per_s.last is not None:
-                rate.append(("global", "all ranks", colour(2), 2, m.samples_per_s))
+                rate.append(("global", "all ranks", colour(2), 2, m.samples_per_s, None))
+            if m.lr.last is not None:
+                lr.append(("lr", "learning rate", colour(0), 2, m.lr, None))
         h = self.history
         if h is not None and self.cpu_mode is not None:
             what = "rank" if self.cpu_mode else "GPU"
             tables = (h.cpu_pct, h.rss_mb) if self.cpu_mode else (h.gpu_util, h.gpu_mem_gb)
             for curves, table in zip((load, memory), tables):
-                curves += [(key, f"{what} {key}", colour(key), 1.5, s) for key, s in sorted(table.items())]
-        return [(self.loss, loss), (self.rate, rate), (self.load, load), (self.memory, memory)]
+                curves += [(key, f"{what} {key}", colour(key), 1.5, s, None) for key, s in sorted(table.items())]
+        return list(zip(self.all, (loss, acc, rate, lr, load, memory)))
+
+    def _show_optional(self) -> None:
+        """Accuracy and LR only for runs that report them (the built-in recipe), so scripts keep four plots."""
+        m = self.metrics
+        shown = tuple(p for p in self.all if (p is not self.accuracy or (m is not None and m.eval_top1.last is not None))
+                      and (p is not self.lr or (m is not None and m.lr.last is not None)))
+        if shown == self._placed:
+            return
+        self._placed = shown
+        for plot in self.all:  # two columns, no holes: the grid is rebuilt from the plots shown
+            self.grid.removeWidget(plot.widget)
+        for i, plot in enumerate(shown):
+            self.grid.addWidget(plot.widget, i // 2, i % 2)
+        for plot in self.all:
+            if plot.widget.parent() is not self:  # never placed yet: keep it inside, not a window of its own
+                plot.widget.setParent(self)
+            plot.widget.setVisible(plot in shown)
 
     def refresh(self, plots: int = 1) -> bool:
         """Redraw at most ``plots`` plots whose series changed, taking turns, so that one tick
         never repaints everything at once; returns whether anything was drawn."""
         wanted = self._wanted()
+        offset = self._load_offset()
         drawn = 0
         for i in [(self._turn + k) % len(wanted) for k in range(len(wanted))]:
             plot, curves = wanted[i]
             if drawn >= plots:
                 break
-            if not any(plot.drawn.get(key) != series.version for key, _, _, _, series in curves):
+            x_offset = offset if plot in (self.load, self.memory) else 0.0
+            if not any(plot.drawn.get(c[0]) != (c[4].version, plot.smoothing, x_offset) for c in curves):
                 continue
-            for key, name, pen_colour, width, series in curves:
+            for key, name, pen_colour, width, series, symbol in curves:
                 if key not in plot.curves:
-                    plot.curve(key, name, pg.mkPen(pen_colour, width=width))
-                plot.draw(key, series)
+                    plot.curve(key, name, pg.mkPen(pen_colour, width=width), symbol)
+                plot.draw(key, series, x_offset)
+            if plot in (self.accuracy, self.lr) and plot not in (self._placed or ()):
+                self._show_optional()
             plot.settle()
             drawn += 1
             self._turn = (i + 1) % len(wanted)
         return drawn > 0
 
     def refresh_all(self) -> None:
-        self.refresh(plots=4)
+        self.refresh(plots=len(self.all))
+
+    def export_data(self) -> dict[str, dict[str, tuple[np.ndarray, np.ndarray]]]:
+        """What each plot shows: plot name -> curve name -> (x, y) as drawn (smoothed where smoothing is on)."""
+        return {plot.name: {c.name(): c.getOriginalDataset() for c in plot.curves.values()} for plot in self.all}

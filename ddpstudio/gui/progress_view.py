@@ -1,12 +1,21 @@
-"""The run's headline: state, progress bar with ETA, current loss and throughput."""
+"""The run's headline: state, progress bar with ETA, current loss and throughput.
+
+While ranks start, the state tells the phase with the time spent ("Waiting for
+all ranks to join (1 of 2)… 4 s"); when the run ends, a summary card below
+the bar says how it went and where its results are (``run_story``).
+"""
 
 from __future__ import annotations
 
+import time
+
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QProgressBar, QWidget
+from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QProgressBar, QVBoxLayout, QWidget
 
 from ddpstudio.cli.progress import format_eta
+from ddpstudio.core.platform import Platform, current
 from ddpstudio.gui.run_metrics import RunMetrics
+from ddpstudio.gui import run_story
 
 STATE_TEXT = {"idle": "Ready", "preparing": "Preparing…", "starting": "Starting the ranks…",
               "running": "Training", "stopping": "Stopping…", "finished": "Finished", "failed": "Failed",
@@ -21,8 +30,10 @@ def finished_text(state: str, duration) -> str:
 
 
 class ProgressView(QWidget):
-    def __init__(self, parent: QWidget | None = None) -> None:
+    def __init__(self, parent: QWidget | None = None, platform: Platform | None = None) -> None:
         super().__init__(parent)
+        self.platform = platform or current()
+        self.state_name, self.launched_t = "idle", None
         self.state = QLabel(STATE_TEXT["idle"])
         font = self.state.font()
         font.setBold(True)
@@ -38,16 +49,47 @@ class ProgressView(QWidget):
         widest = "loss 00.0000  ·  000000 samples/s  ·  ETA 00:00:00"
         self.numbers.setFixedWidth(self.numbers.fontMetrics().horizontalAdvance(widest))
         self.numbers.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-        layout = QHBoxLayout(self)
+        self.card = QLabel()
+        self.card.setAccessibleName("Run summary")
+        self.card.setFrameShape(QFrame.Shape.StyledPanel)
+        self.card.setWordWrap(True)
+        self.card.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.card.hide()
+        row = QHBoxLayout()
+        row.setContentsMargins(0, 0, 0, 0)
+        row.addWidget(self.state)
+        row.addWidget(self.bar, 1)
+        row.addWidget(self.numbers)
+        layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
-        layout.addWidget(self.state)
-        layout.addWidget(self.bar, 1)
-        layout.addWidget(self.numbers)
+        layout.setSpacing(2)
+        layout.addLayout(row)
+        layout.addWidget(self.card)
         self.metrics: RunMetrics | None = None
         self._shown: tuple | None = None
 
     def set_state(self, state: str) -> None:
-        self.state.setText(STATE_TEXT.get(state, state.capitalize()))
+        if state in ("preparing", "starting") and self.state_name not in ("preparing", "starting"):
+            self.launched_t = time.time()
+            self.card.hide()
+        self.state_name = state
+        self.state.setText(run_story.start_phase(self.metrics, state, self.launched_t)
+                           or STATE_TEXT.get(state, state.capitalize()))
+
+    def show_bench(self, p) -> None:
+        """A scaling benchmark's progress (a ``BenchProgress``) in the header; None when it has ended."""
+        if p is None:
+            self._shown = None
+            self.set_state("idle")
+            self.refresh()
+            return
+        within = p.step / p.total_steps if p.total_steps and p.phase in ("warmup", "measuring") else 0.0
+        done = min(1.0, (p.run_index + (1.0 if p.phase in ("done", "failed") else within)) / max(1, p.runs))
+        self.state.setText(f"Benchmark: run {p.run_index + 1} of {p.runs}")
+        self.bar.setValue(int(100 * done))
+        ranks = f"{p.world_size} rank" + ("s" if p.world_size != 1 else "")
+        self.bar.setFormat(f"{ranks} · {p.phase} · {100 * done:.0f}% of the benchmark")
+        self.numbers.setText(p.variant)
 
     def show_metrics(self, metrics: RunMetrics | None) -> None:
         self.metrics, self._shown = metrics, None
@@ -61,10 +103,15 @@ class ProgressView(QWidget):
             self.numbers.setText("")
             return False
         eta = m.eta_s()
-        key = (m.version, None if eta is None else int(eta))
+        phase = run_story.start_phase(m, self.state_name, self.launched_t)
+        key = (m.version, None if eta is None else int(eta), phase)
         if key == self._shown:
             return False
         self._shown = key
+        self.state.setText(phase or STATE_TEXT.get(self.state_name, self.state_name.capitalize()))
+        if m.final is not None:
+            self.card.setText(run_story.summary(m, self.platform))
+        self.card.setVisible(m.final is not None)
         fraction = m.fraction()
         if fraction is None:
             self.bar.setValue(0)

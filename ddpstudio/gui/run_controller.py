@@ -24,6 +24,7 @@ from ddpstudio.core.policy import plan_file
 from ddpstudio.core.process.exitcodes import describe_exit
 from ddpstudio.core.launch.session import launcher_command
 from ddpstudio.gui import run_tree
+from ddpstudio.gui.exit_words import rank_exit_text
 
 STOP_DEADLINE_MS = 9000  # the launcher needs grace (5 s) + a kill; past this we end the tree ourselves
 POLL_MS = 500
@@ -162,11 +163,12 @@ class RunController(QObject):
 
     def _handle_rank_joined(self, ev: protocol.Event) -> None:
         self.log_received.emit(ev.rank, "studio", "joined the process group")
+        self.metrics_received.emit(ev)  # the progress line counts who has joined
 
     def _handle_step(self, ev: protocol.Event) -> None:
         self.metrics_received.emit(ev)
 
-    _handle_global_step = _handle_epoch_end = _handle_step
+    _handle_global_step = _handle_epoch_end = _handle_eval = _handle_model_saved = _handle_step
 
     def _handle_checkpoint_saved(self, ev: protocol.Event) -> None:
         self.metrics_received.emit(ev)
@@ -184,7 +186,9 @@ class RunController(QObject):
         self.problem_reported.emit(ev)
 
     def _handle_rank_exited(self, ev: protocol.Event) -> None:
-        self.log_received.emit(ev.rank, "studio", f"exited: {describe_exit(ev.get('exit_code'), self.platform)}")
+        stopping = self.state is RunState.STOPPING
+        self.log_received.emit(ev.rank, "studio",
+                               f"exited: {rank_exit_text(ev.get('exit_code'), self.platform, stopping)}")
 
     def _handle_run_finished(self, ev: protocol.Event) -> None:
         self._finished_event = ev

@@ -25,6 +25,15 @@ class RunMetrics:
         self.loss: dict[int, Series] = {}  # per rank, against step
         self.global_loss = Series(capacity)
         self.samples_per_s = Series(capacity)  # global, against step
+        self.lr = Series(capacity)  # the recipe's learning rate, against step
+        self.eval_loss = Series(capacity)  # validation, against step
+        self.eval_top1 = Series(capacity)  # validation accuracy in %, against step
+        self.eval_top5 = Series(capacity)
+        self.evals: list[dict] = []  # every eval event's fields, for the summary card
+        self.started_t: float | None = None  # wall time of run_started: the start is told against it
+        self.joined: set[int] = set()  # ranks that finished init_process_group
+        self.first_step_t: float | None = None
+        self.model_path: str | None = None
         self.info: dict = {}  # the run_started event's fields
         self.final: dict | None = None  # the run_finished event's fields
         self.pids: dict[int, int] = {}
@@ -51,6 +60,7 @@ class RunMetrics:
 
     def _handle_run_started(self, ev: protocol.Event) -> None:
         self.info = dict(ev.data)
+        self.started_t = ev.t
         self.total_steps = ev.get("max_steps") or self.total_steps
 
     def _handle_rank_started(self, ev: protocol.Event) -> None:
@@ -75,7 +85,28 @@ class RunMetrics:
         if rate is not None:
             self.samples_per_s.append(step, rate)
         self.total_steps = ev.get("total_steps") or self.total_steps
+        lr = _number(ev.get("lr"))
+        if lr is not None:
+            self.lr.append(step, lr)
         self._advance(int(step), ev.t)
+
+    def _handle_rank_joined(self, ev: protocol.Event) -> None:
+        if ev.rank is not None:
+            self.joined.add(ev.rank)
+
+    def _handle_model_saved(self, ev: protocol.Event) -> None:
+        self.model_path = str(ev.get("path"))
+
+    def _handle_eval(self, ev: protocol.Event) -> None:
+        step = ev.get("step")
+        if not isinstance(step, (int, float)):
+            return
+        self.evals.append(dict(ev.data))
+        self.eval_loss.append(step, _number(ev.get("loss")))
+        for series, key in ((self.eval_top1, "top1"), (self.eval_top5, "top5")):
+            value = _number(ev.get(key))
+            if value is not None:
+                series.append(step, 100 * value)
 
     def _handle_epoch_end(self, ev: protocol.Event) -> None:
         wait = _number(ev.get("data_wait_fraction"))
@@ -95,6 +126,8 @@ class RunMetrics:
         self.final = dict(ev.data)
 
     def _advance(self, step: int, t: float) -> None:
+        if self.first_step_t is None:
+            self.first_step_t = t
         self.step = max(self.step, step)
         self._recent.append((t, step))
 

@@ -40,7 +40,8 @@ def main(argv: list[str] | None = None) -> int:
     from ddpstudio.gui.form_state import SetupState
 
     app, window = open_window(args.size)
-    window.form.set_state(SetupState(batch_size=32, lr=0.02, epochs=3, image_size=32))
+    window.form.set_state(SetupState(batch_size=32, lr=0.02, epochs=3, image_size=32, lr_schedule="cosine",
+                                     warmup_steps=5, eval_every=10))
     window.show()
     state = {"launched": False}
 

@@ -11,9 +11,10 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFormLayout, QGroupBox, QLabel, QLineEdit,
                                QSpinBox, QVBoxLayout, QWidget)
 
-from ddpstudio.core.plan import DEFAULT_DIST_ARGS
+from ddpstudio.core.plan import DEFAULT_DIST_ARGS, LR_SCHEDULES
 from ddpstudio.core.policy import PolicyError, effective_batch
 from ddpstudio.core.validate import Problem
+from ddpstudio.gui.field_help import FIELD_HELP
 from ddpstudio.gui.form_state import COMMON_MODELS, SetupState
 from ddpstudio.gui.path_edit import FILE, FOLDER, NEW_FILE, PathEdit
 
@@ -65,8 +66,6 @@ class SetupForm(QWidget):
         e["script_args"] = QLineEdit()
         e["script_args"].setPlaceholderText("--epochs 10 --lr 0.1")
         e["dist_args"] = QLineEdit()
-        e["dist_args"].setToolTip("Appended for each rank. Fields: {url} {backend} {world_size} {rank} "
-                                  "{local_rank} {port} {addr}")
         e["script_cwd"] = PathEdit(FOLDER, "Working folder", dialogs, "the script's folder if empty")
         e["world_size"] = _spin(0, 1024, special="auto (one per GPU; 2 on the CPU)")
         e["backend"] = _combo([("auto", "auto"), ("gloo", "gloo"), ("nccl", "nccl")])
@@ -92,6 +91,9 @@ class SetupForm(QWidget):
         e["lr"].setDecimals(5)
         e["lr"].setRange(0.00001, 100.0)
         e["lr"].setSingleStep(0.01)
+        e["lr_schedule"] = _combo([(name, name) for name in LR_SCHEDULES])
+        e["warmup_steps"] = _spin(0, 1 << 30, special="none")
+        e["eval_every"] = _spin(0, 1 << 30, special="each epoch's end", suffix=" steps")
         e["epochs"] = _spin(1, 100000)
         e["max_steps"] = _spin(0, 1 << 30, special="no limit")
         e["workers"] = _spin(0, 64)
@@ -113,16 +115,20 @@ class SetupForm(QWidget):
             ("grad_compression", "Gradient compression:"), ("rank_helper", "")])
         self.training = self._group("Training", [
             ("batch_size", "Batch si&ze:"), ("batch_mode", "Batch mode:"), ("scale_lr", ""),
-            ("lr", "Learning rate:"), ("epochs", "&Epochs:"), ("max_steps", "Max ste&ps:"),
+            ("lr", "Learning rate:"), ("lr_schedule", "LR schedule:"), ("warmup_steps", "Warm-up steps:"),
+            ("eval_every", "Evaluate every:"), ("epochs", "&Epochs:"), ("max_steps", "Max ste&ps:"),
             ("workers", "DataLoader workers:"), ("checkpoint_dir", "&Checkpoints:"), ("resume", "")])
         self.training.layout().insertRow(3, "Effective batch:", self.effective)
+        self._align_labels((what, dist, self.training))
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.general_error)
         for group in (what, dist, self.training):
             layout.addWidget(group)
         layout.addStretch(1)
-        self._tooltips = {name: editor.toolTip() for name, editor in self.editors.items()}
+        for name, editor in self.editors.items():
+            (editor.edit if isinstance(editor, PathEdit) else editor).setToolTip(FIELD_HELP[name])
+        self._tooltips = dict(FIELD_HELP)
         self._connect()
         self.set_state(SetupState())
 
@@ -156,6 +162,16 @@ class SetupForm(QWidget):
                 form.addRow(cell)
             self._rows[name] = (form, cell)
         return group
+
+    @staticmethod
+    def _align_labels(groups) -> None:
+        """One label width for every group, so the field columns line up down the form."""
+        labels = [g.layout().itemAt(i).widget() for g in groups for i in range(g.layout().count())]
+        labels = [w for w in labels if isinstance(w, QLabel) and w.buddy() is not None or
+                  isinstance(w, QLabel) and w.text().endswith(":")]
+        width = max(label.sizeHint().width() for label in labels)
+        for label in labels:
+            label.setMinimumWidth(width)
 
     def _connect(self) -> None:
         for name, editor in self.editors.items():
@@ -192,20 +208,24 @@ class SetupForm(QWidget):
             max_steps=e["max_steps"].value(), workers=e["workers"].value(),
             checkpoint_dir=e["checkpoint_dir"].text(), resume=e["resume"].isChecked(),
             grad_exchange=e["grad_exchange"].currentData(), grad_compression=e["grad_compression"].currentData(),
-            rank_helper=e["rank_helper"].isChecked())
+            rank_helper=e["rank_helper"].isChecked(),
+            lr_schedule=e["lr_schedule"].currentData(), warmup_steps=e["warmup_steps"].value(),
+            eval_every=e["eval_every"].value())
 
     def set_state(self, state: SetupState) -> None:
         e = self.editors
         blockers = [editor.blockSignals(True) for editor in e.values()]
         try:
-            for name in ("workload", "data", "backend", "store", "batch_mode", "grad_exchange", "grad_compression"):
+            for name in ("workload", "data", "backend", "store", "batch_mode", "grad_exchange", "grad_compression",
+                         "lr_schedule"):
                 index = e[name].findData(getattr(state, name))
                 e[name].setCurrentIndex(max(index, 0))
             e["model"].setCurrentText(state.model)
             for name in ("data_dir", "script_path", "script_args", "script_cwd", "store_path", "checkpoint_dir"):
                 e[name].setText(getattr(state, name))
             e["dist_args"].setText(state.dist_args or DEFAULT_DIST_ARGS)
-            for name in ("image_size", "world_size", "port", "batch_size", "epochs", "max_steps", "workers", "lr"):
+            for name in ("image_size", "world_size", "port", "batch_size", "epochs", "max_steps", "workers", "lr",
+                         "warmup_steps", "eval_every"):
                 e[name].setValue(getattr(state, name))
             e["scale_lr"].setChecked(state.scale_lr)
             e["resume"].setChecked(state.resume)
@@ -265,12 +285,23 @@ class SetupForm(QWidget):
             messages = by_field.get(name, [])
             target = editor.edit if isinstance(editor, PathEdit) else editor
             target.setStyleSheet(INVALID_STYLE if messages else "")
-            target.setToolTip("\n".join(messages) or self._tooltips[name])
+            target.setToolTip("\n".join([*messages, *([""] if messages else []), self._tooltips[name]]))
             target.setAccessibleDescription("\n".join(messages))
             self.errors[name].setText("\n".join(messages))
             self.errors[name].setVisible(bool(messages))
         self.general_error.setText("\n".join(general))
         self.general_error.setVisible(bool(general))
+
+    def field_label(self, name: str) -> str:
+        """The words the form shows for a field ("Batch size"), for messages that name it."""
+        name = FIELD_ALIASES.get(name, name)
+        if name not in self._rows:
+            return name.replace("_", " ")
+        form, cell = self._rows[name]
+        label = form.labelForField(cell)
+        editor = self.editors[name]
+        text = label.text() if label is not None else editor.text() if isinstance(editor, QCheckBox) else name
+        return text.replace("&", "").rstrip(":")
 
     def problem_text(self, name: str) -> str:
         """The reason shown under a field ('' when it is valid)."""

@@ -17,8 +17,9 @@ class SyntheticImages(Dataset):
     the demo needs no download and no disk.
     """
 
-    def __init__(self, samples: int, classes: int, size: int, seed: int = 0) -> None:
-        self.samples, self.classes, self.size, self.seed = samples, classes, size, seed
+    def __init__(self, samples: int, classes: int, size: int, seed: int = 0, offset: int = 0) -> None:
+        # offset: where this set's noise starts; a held-out set starts past the training samples.
+        self.samples, self.classes, self.size, self.seed, self.offset = samples, classes, size, seed, offset
         g = torch.Generator().manual_seed(seed)
         # Faint patterns under strong noise: learnable in tens of steps, not in one.
         self.prototypes = 0.5 * torch.randn(classes, 3, size, size, generator=g)
@@ -28,7 +29,7 @@ class SyntheticImages(Dataset):
 
     def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
         label = index % self.classes
-        g = torch.Generator().manual_seed(self.seed * 1_000_003 + index)
+        g = torch.Generator().manual_seed(self.seed * 1_000_003 + self.offset + index)
         noise = torch.randn(3, self.size, self.size, generator=g)
         return self.prototypes[label] + noise, label
 

@@ -55,7 +55,8 @@ class Trainer:
         from torch.nn.parallel import DistributedDataParallel as DDP
         from torch.utils.data import DataLoader, DistributedSampler
 
-        from ddpstudio.rank.data import build_dataset
+        from ddpstudio.rank.evaluate import make_loader
+        from ddpstudio.rank.splits import build_splits
 
         dist.init_process_group(
             self.plan.backend,
@@ -68,7 +69,12 @@ class Trainer:
                        grad_exchange=self.plan.grad_exchange, grad_compression=self.plan.grad_compression)
         spec = self.spec
         torch.manual_seed(spec.seed)
-        dataset, classes = build_dataset(spec)
+        splits = build_splits(spec)
+        dataset, self.class_names = splits.train, splits.class_names
+        classes = len(self.class_names)
+        self.val_loader = make_loader(splits.val, self.rank, self.world_size, spec.batch_size, spec.workers)
+        if self.rank == 0:
+            self.emit.emit(protocol.LOG, stream="recipe", line=f"validation: {splits.source}")
         if len(dataset) == 0:
             raise ValueError(f"the dataset in {spec.data_dir} has no samples")
         self.sampler = DistributedSampler(dataset, num_replicas=self.world_size, rank=self.rank,
@@ -92,6 +98,7 @@ class Trainer:
         self.scaler = torch.amp.GradScaler("cuda", enabled=self.use_amp)
         self.loss_fn = torch.nn.CrossEntropyLoss()
         self.epoch, self.skip, self.global_step = 0, 0, 0
+        self.current_lr, self.evaluated_at = self.lr, -1
         if spec.resume:
             self._resume()
 
@@ -164,6 +171,11 @@ class Trainer:
     def _train_step(self, images, labels) -> float:
         import torch
 
+        from ddpstudio.rank import schedule
+
+        self.current_lr = schedule.lr_at(self.global_step, self.lr, self.spec.lr_schedule,
+                                         self.spec.warmup_steps, self._total_steps())
+        schedule.apply(self.optimizer, self.current_lr)
         images = images.to(self.device, non_blocking=True)
         labels = labels.to(self.device, non_blocking=True)
         with torch.autocast(self.device.type, enabled=self.use_amp):
@@ -199,7 +211,7 @@ class Trainer:
                 now = time.perf_counter()
                 dt, t_prev = now - t_prev, now
                 wait_total, loss_sum, n = wait_total + waited, loss_sum + loss, n + 1
-                self.emit.emit(protocol.STEP, step=self.global_step, epoch=epoch, loss=loss,
+                self.emit.emit(protocol.STEP, step=self.global_step, epoch=epoch, loss=loss, lr=self.current_lr,
                                samples_per_s=batch / dt if dt > 0 else None, data_wait=waited / dt if dt else 0.0)
                 mean = self._global_mean(loss)  # every step: a NaN on any rank stops all ranks together
                 if not math.isfinite(mean):
@@ -209,8 +221,10 @@ class Trainer:
                 if self.global_step % spec.log_every == 0:
                     if self.rank == 0:
                         self.emit.emit(protocol.GLOBAL_STEP, rank=None, step=self.global_step, epoch=epoch,
-                                       loss=mean, samples_per_s=self.world_size * batch / dt if dt else None,
+                                       loss=mean, lr=self.current_lr, samples_per_s=self.world_size * batch / dt if dt else None,
                                        steps_per_epoch=len(self.loader), total_steps=self._total_steps())
+                if spec.eval_every and self.global_step % spec.eval_every == 0:
+                    self._evaluate(epoch)
                 if self._done():
                     break
             self.skip = 0
@@ -222,8 +236,33 @@ class Trainer:
                                samples_per_s=self.world_size * batch * n / duration if duration else None,
                                data_wait_fraction=wait_total / duration if duration else 0.0,
                                complete=complete)
+            self._evaluate(epoch)
             self._save(epoch, step_in_epoch + 1, complete)
             self.epoch += 1
+        self._save_model()
+
+    def _evaluate(self, epoch: int) -> None:
+        """Loss and accuracy on the validation set, over all ranks; once per step at most."""
+        from ddpstudio.rank.evaluate import evaluate
+
+        if self.evaluated_at == self.global_step:
+            return
+        self.evaluated_at, t0 = self.global_step, time.perf_counter()
+        result = evaluate(self.model.module, self.val_loader, self.device, len(self.class_names),
+                          self.rank, self.world_size)
+        if self.rank == 0:
+            self.emit.emit(protocol.EVAL, rank=None, step=self.global_step, epoch=epoch, loss=result.loss,
+                           top1=result.top1, top5=result.top5, samples=result.samples,
+                           duration_s=time.perf_counter() - t0)
+
+    def _save_model(self) -> None:
+        """The final weights for prediction (``model.pt``) beside the checkpoint, by rank 0."""
+        from ddpstudio.rank.export_model import save_model
+
+        if self.spec.checkpoint_dir and self.rank == 0:
+            path = save_model(self.model.module, self.spec.checkpoint_dir, self.spec.model, self.class_names,
+                              self.spec.image_size)
+            self.emit.emit(protocol.MODEL_SAVED, rank=None, path=str(path), step=self.global_step)
 
     def _total_steps(self) -> int:
         total = len(self.loader) * self.spec.epochs

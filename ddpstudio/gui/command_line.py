@@ -1,0 +1,72 @@
+"""The ``ddpstudio run ...`` line that does what the window's setup does ("Copy as command").
+
+Only what differs from the CLI's defaults is written, so the line stays
+short; quoting follows the platform's shell (cmd.exe rules on Windows,
+POSIX ``shlex`` elsewhere). A working folder for a script, which the CLI
+has no flag for, becomes a leading ``cd``.
+"""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+
+from ddpstudio.core.plan import DEFAULT_DIST_ARGS, RecipeSpec
+from ddpstudio.gui.form_state import SetupState
+
+
+def run_arguments(s: SetupState) -> list[str]:
+    """The arguments after ``ddpstudio run``."""
+    args: list[str] = []
+
+    def flag(name: str, value, default=None) -> None:
+        if value not in (None, "", default):
+            args.extend([name, str(value)])
+
+    if s.is_script:
+        args += ["--script", s.script_path.strip()]
+        if s.workload == "script-env":
+            args += ["--script-style", "env"]
+        else:
+            flag("--dist-args", s.dist_args, DEFAULT_DIST_ARGS)
+    else:
+        flag("--model", s.model.strip(), RecipeSpec.model)
+        flag("--dataset", s.data, "synthetic")
+        if s.data != "synthetic":
+            flag("--data", s.data_dir.strip())
+        flag("--image-size", s.image_size, RecipeSpec.image_size)
+        flag("--epochs", s.epochs, RecipeSpec.epochs)
+        flag("--max-steps", s.max_steps, 0)
+        flag("--batch-size", s.batch_size, RecipeSpec.batch_size)
+        flag("--batch-mode", s.batch_mode, "per-rank")
+        flag("--lr", f"{s.lr:g}", f"{RecipeSpec.lr:g}")
+        if s.scale_lr:
+            args.append("--scale-lr")
+        flag("--lr-schedule", s.lr_schedule, RecipeSpec.lr_schedule)
+        flag("--warmup-steps", s.warmup_steps, 0)
+        flag("--eval-every", s.eval_every, 0)
+        flag("--workers", s.workers, 0)
+        flag("--checkpoint-dir", s.checkpoint_dir.strip())
+        if s.resume:
+            args.append("--resume")
+    flag("--world-size", s.world_size, 0)
+    flag("--backend", s.backend, "auto")
+    if s.store == "fixed":
+        args += ["--store", "file"]
+        flag("--store-path", s.store_path.strip())
+    elif s.store == "tcp":
+        args += ["--store", "tcp"]
+        flag("--port", s.port, 0)
+    if s.is_script and s.script_args.strip():
+        args += ["--", *shlex.split(s.script_args)]
+    return args
+
+
+def command_line(s: SetupState, windows: bool) -> str:
+    """The whole line for the clipboard; raises ValueError when the script arguments cannot be split."""
+    words = ["ddpstudio", "run", *run_arguments(s)]
+    line = subprocess.list2cmdline(words) if windows else shlex.join(words)
+    if s.is_script and s.script_cwd.strip():
+        cwd = s.script_cwd.strip()
+        line = f"cd /d {subprocess.list2cmdline([cwd])} && {line}" if windows else f"cd {shlex.quote(cwd)} && {line}"
+    return line

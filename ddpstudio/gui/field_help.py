@@ -1,0 +1,56 @@
+"""What each setup field is, why it matters for DDP, and its default: the form's tooltips."""
+
+from __future__ import annotations
+
+FIELD_HELP: dict[str, str] = {
+    "workload": "What to train: the built-in recipe (a torchvision classifier), or your own script started "
+                "once per rank. Default: the built-in recipe.",
+    "model": "A torchvision classification model, trained from scratch. Bigger models send bigger gradients "
+             "between ranks each step, so DDP's communication share grows with them. Default: resnet18.",
+    "data": "Where images come from. Synthetic needs no download and no disk; a folder is one sub-folder per "
+            "class (with train/ and val/ it uses them); CIFAR-10 uses its test batch for validation. "
+            "Each rank reads a different shard (DistributedSampler). Default: synthetic.",
+    "data_dir": "The folder holding the images (ImageFolder layout) or CIFAR-10's cifar-10-batches-py. "
+                "Every rank reads it, so it must be reachable from all of them. No default.",
+    "image_size": "Images are resized to this square size. Compute per step grows with its square while the "
+                  "gradients exchanged stay the same. Default: 32 px.",
+    "script_path": "Your training script (.py), started once per rank. No default.",
+    "script_args": "Arguments for your script, as on a command line. Default: none.",
+    "dist_args": "Appended for each rank, in the PyTorch examples' style. Fields: {url} {backend} "
+                 "{world_size} {rank} {local_rank} {port} {addr}. Default: " "--dist-url {url} "
+                 "--dist-backend {backend} --world-size {world_size} --rank {rank}.",
+    "script_cwd": "The folder your script runs in (relative paths in it resolve here). "
+                  "Default: the script's own folder.",
+    "world_size": "How many processes (ranks) train together; each holds a full copy of the model. "
+                  "Default: one per GPU, or 2 on the CPU.",
+    "backend": "How ranks exchange gradients. NCCL is the fast GPU path but is not built into PyTorch for "
+               "Windows; Gloo works everywhere. Default: auto (NCCL on Linux GPUs, Gloo otherwise).",
+    "store": "Where ranks meet before training (the rendezvous). A fresh FileStore per run cannot collide "
+             "with a leftover file or a busy port; a fixed path repeats the blog's file:///D:\\pg; "
+             "TCP needs a free port. Default: a fresh FileStore.",
+    "store_path": "The FileStore file at a fixed path. A file left by a killed run makes the next run hang, "
+                  "so it is checked before launch. No default.",
+    "port": "The TCP store's port on this machine; it must be free. Default: a free one is picked.",
+    "batch_size": "Samples per step. With 'per rank', every rank takes this many (the effective batch grows "
+                  "with the ranks); with 'split', it is divided over them. Default: 32.",
+    "batch_mode": "per rank: keeps each rank's batch, so more ranks take bigger steps; split: keeps the "
+                  "effective batch, so results compare with one process. Default: per rank.",
+    "scale_lr": "Multiply the learning rate by the number of ranks (the linear scaling rule), to match a "
+                "bigger effective batch. Default: off.",
+    "lr": "The SGD learning rate (momentum 0.9). Default: 0.02.",
+    "lr_schedule": "How the learning rate changes over the run: constant; step (x0.1 at 50% and 75% of "
+                   "the steps); cosine (down to 0). Needs a known length (epochs or max steps). "
+                   "Default: constant.",
+    "warmup_steps": "Raise the learning rate linearly over this many steps first; helps large effective "
+                    "batches (many ranks) start stably. Default: 0.",
+    "eval_every": "Also measure validation loss and accuracy every N steps, across all ranks (each scores "
+                  "its shard). Default: only at the end of each epoch.",
+    "epochs": "Passes over the training data; each rank sees 1/N of it per epoch. Default: 1.",
+    "max_steps": "Stop after this many steps, even mid-epoch. Default: no limit.",
+    "workers": "DataLoader worker processes per rank: every rank starts its own, so N ranks x W workers "
+               "processes read data. On Windows each worker is a spawned process (slow to start). Default: 0.",
+    "checkpoint_dir": "Rank 0 saves a checkpoint here after each epoch (after a barrier, so all ranks agree), "
+                      "and the final weights as model.pt. Default: no checkpoints.",
+    "resume": "Continue from the checkpoint in that folder, loaded onto each rank's own device. "
+              "Default: off.",
+}
