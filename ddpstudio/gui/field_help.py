@@ -31,6 +31,15 @@ FIELD_HELP: dict[str, str] = {
     "store_path": "The FileStore file at a fixed path. A file left by a killed run makes the next run hang, "
                   "so it is checked before launch. No default.",
     "port": "The TCP store's port on this machine; it must be free. Default: a free one is picked.",
+    "grad_exchange": "How gradient buckets travel between ranks. Staged copies each bucket to CPU memory and "
+                     "all-reduces it there: Gloo's all-reduce of CUDA tensors crashes on Windows "
+                     "(pytorch #186535). Default: auto, which stages when that could happen (the reason shows "
+                     "with the decisions).",
+    "grad_compression": "fp16 sends each gradient bucket as float16: half the bytes, approximate results. "
+                        "Default: none (full precision).",
+    "rank_helper": "Puts DDP Studio's start-up helper on your script's ranks' import path (your script is not "
+                   "changed): it reports each rank as it joins, stages gradients when needed and lets the "
+                   "window stop the ranks politely. Default: on.",
     "batch_size": "Samples per step. With 'per rank', every rank takes this many (the effective batch grows "
                   "with the ranks); with 'split', it is divided over them. Default: 32.",
     "batch_mode": "per rank: keeps each rank's batch, so more ranks take bigger steps; split: keeps the "

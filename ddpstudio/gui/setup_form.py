@@ -75,14 +75,9 @@ class SetupForm(QWidget):
         e["port"] = _spin(0, 65535, special="pick a free port")
         e["grad_exchange"] = _combo([("auto", "auto"), ("native", "native: on the gradients' device"),
                                      ("staged", "staged: through CPU memory")])
-        e["grad_exchange"].setToolTip("Staged copies each gradient bucket to CPU memory and all-reduces it there: "
-                                      "Gloo's all-reduce of CUDA tensors crashes on Windows (pytorch #186535). "
-                                      "Auto stages when that could happen; the reason shows with the decisions.")
         e["grad_compression"] = _combo([("none", "none: full precision"),
                                         ("fp16", "fp16: half the bytes, approximate")])
         e["rank_helper"] = QCheckBox("Rank helper in my script (reports ranks, stages gradients)")
-        e["rank_helper"].setToolTip("Puts DDP Studio's start-up helper on the ranks' import path; "
-                                    "your script is not changed")
         e["batch_size"] = _spin(1, 1 << 20)
         e["batch_mode"] = _combo([("per-rank", "per rank: keep it on every rank"),
                                   ("split", "split it over the ranks")])

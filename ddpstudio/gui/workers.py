@@ -30,9 +30,16 @@ class _Job(QRunnable):
         try:
             result = self.fn()
         except Exception:
-            self.relay.failed.emit(traceback.format_exc())
+            self._deliver(self.relay.failed, traceback.format_exc())
         else:
-            self.relay.succeeded.emit(result)
+            self._deliver(self.relay.succeeded, result)
+
+    @staticmethod
+    def _deliver(signal, value) -> None:
+        try:
+            signal.emit(value)
+        except RuntimeError:  # the window closed while the job ran: nobody is left to tell
+            log.debug("a background job finished after its window was closed")
 
 
 class Workers(QObject):
