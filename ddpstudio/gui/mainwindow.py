@@ -92,7 +92,7 @@ class MainWindow(QMainWindow):
         left = SetupColumn(self.machine_panel, self.form, [self.launch_button, self.stop_button, self.cleanup_button])
 
         self.bench_view = BenchView(self.bench, self.workers, self.dialogs, lambda: self.form.state().to_request())
-        self.run_view = RunView(self.workers, self.bench_view)
+        self.run_view = RunView(self.workers, self.bench_view, dialogs=self.dialogs)
         # The parts tests and the rest of the window talk to directly.
         v = self.run_view
         self.error_panel, self.progress, self.plots = v.error_panel, v.progress, v.plots
