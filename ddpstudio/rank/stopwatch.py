@@ -5,7 +5,9 @@ console event is needed, so it works under pythonw and with ranks that each
 have a hidden console of their own (core/process/proctree.py). The watcher
 is a daemon thread that polls for the file and then raises KeyboardInterrupt
 in the main thread, exactly what Ctrl+C would do, so scripts that clean up
-on Ctrl+C clean up here too. Standard library only, light to import.
+on Ctrl+C clean up here too. Standard library only, light to import: the rank
+helper loads this file on its own at interpreter start-up, before any other
+module of ours (rank/helper/sitecustomize.py).
 """
 
 from __future__ import annotations
@@ -14,8 +16,6 @@ import _thread
 import os
 import threading
 
-from ddpstudio.core.protocol import STOP_FILE_ENV
-
 POLL_S = 0.2
 _started: threading.Thread | None = None
 
@@ -23,7 +23,10 @@ _started: threading.Thread | None = None
 def watch(path: str | None = None, poll_s: float = POLL_S) -> threading.Thread | None:
     """Start watching (once per process); None when there is no stop file to watch."""
     global _started
-    path = path or os.environ.get(STOP_FILE_ENV)
+    if path is None:
+        from ddpstudio.core.protocol import STOP_FILE_ENV
+
+        path = os.environ.get(STOP_FILE_ENV)
     if not path or _started is not None:
         return _started
     if os.path.exists(path):  # a stop asked before we started: stop at once

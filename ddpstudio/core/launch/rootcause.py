@@ -28,11 +28,14 @@ class RankFailure:
         if self.rank < 0:  # the launcher's own finding (it could not start the ranks, the disk is full)
             return self.message
         code = describe_exit(self.exit_code, self.platform)
-        if code.startswith("killed by") and not self.message:
+        if code in _FROM_OUTSIDE and not self.message:
             return (f"rank {self.rank} was {code} (exit code {self.exit_code}) before it could report an error: "
                     "something outside the run ended it, often the out-of-memory killer or a user")
         return f"rank {self.rank} failed first ({code}): {self.message or 'no error message'}"
 
+
+# Signals another process sends (the out-of-memory killer, a user, a service manager), unlike a crash's.
+_FROM_OUTSIDE = {f"killed by {name}" for name in ("SIGKILL", "SIGTERM", "SIGHUP", "SIGINT", "SIGQUIT")}
 
 # torch.distributed prefixes an uncaught exception's lines with "[rank1]: ".
 _RANK_PREFIX = re.compile(r"^\[rank\d+\]: ?")

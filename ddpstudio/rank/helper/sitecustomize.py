@@ -68,13 +68,21 @@ class _Watch:
 
 
 def _watch_for_stop():
-    """The launcher's polite stop, the run's stop file: KeyboardInterrupt here, as Ctrl+C would (Windows)."""
-    if not os.environ.get("DDPSTUDIO_STOP_FILE"):
+    """The launcher's polite stop, the run's stop file: KeyboardInterrupt here, as Ctrl+C would (Windows).
+
+    ``rank/stopwatch.py`` is loaded from its file alone, so no package of ours is imported at start-up.
+    """
+    path = os.environ.get("DDPSTUDIO_STOP_FILE")  # core.protocol.STOP_FILE_ENV
+    if not path:
         return
     try:
-        from ddpstudio.rank import stopwatch
+        from importlib.util import module_from_spec, spec_from_file_location
 
-        stopwatch.watch()
+        source = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "stopwatch.py")
+        spec = spec_from_file_location("_ddpstudio_stopwatch", source)
+        module = module_from_spec(spec)
+        spec.loader.exec_module(module)
+        module.watch(path)
     except Exception as exc:
         _warn("could not watch for the stop file (a stop ends this rank the hard way)", exc)
 
