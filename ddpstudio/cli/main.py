@@ -44,7 +44,19 @@ def gui_main() -> int:
     return app_main()
 
 
+EXIT_STOPPED = 3
+
+
 def main(argv: list[str] | None = None) -> int:
+    """The command line; Ctrl+C before a command has its own handler in place ends it quietly (exit 3)."""
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        print("\nddpstudio: stopped (Ctrl+C)", file=sys.stderr)
+        return EXIT_STOPPED
+
+
+def _main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if not argv:
         return gui_main()

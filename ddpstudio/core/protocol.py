@@ -16,6 +16,8 @@ SCHEMA_VERSION = 1
 
 # The launcher sets this for every rank; ranks append their events under it.
 EVENTS_DIR_ENV = "DDPSTUDIO_EVENTS_DIR"
+# The read end of the launcher's lifeline pipe (POSIX): end-of-file means the launcher is gone.
+LIFELINE_FD_ENV = "DDPSTUDIO_LIFELINE_FD"
 
 RUN_STARTED = "run_started"
 RANK_STARTED = "rank_started"

@@ -4,6 +4,8 @@ POSIX: every rank leads its own session, so a signal to its process group
 reaches the rank and everything it started (DataLoader workers, ...).
 Windows: every rank goes into one Job Object with KILL_ON_JOB_CLOSE, so the
 ranks die with the launcher even when it is killed without warning.
+POSIX has no such object, so each rank gets the parent-death signal and the
+lifeline pipe of :mod:`ddpstudio.core.process.parentdeath`.
 """
 
 from __future__ import annotations
@@ -37,14 +39,20 @@ class ProcessTree:
 
     def spawn(self, args: Sequence[str], env: dict[str, str], cwd: str | None,
               stdout: IO, stderr: IO) -> subprocess.Popen:
+        env = dict(env)
         proc = subprocess.Popen(list(args), env=env, cwd=cwd, stdin=subprocess.DEVNULL,
-                                stdout=stdout, stderr=stderr, **popen_options(self.platform))
+                                stdout=stdout, stderr=stderr, **popen_options(self.platform),
+                                **self._tie_to_us(env))
         self.procs.append(proc)
         self._adopt(proc)
         return proc
 
     def _adopt(self, proc: subprocess.Popen) -> None:
         pass
+
+    def _tie_to_us(self, env: dict[str, str]) -> dict:
+        """Extra ``Popen`` arguments (and ``env`` entries) that make a rank die with this process."""
+        return {}
 
     def alive(self) -> list[subprocess.Popen]:
         return [p for p in self.procs if p.poll() is None]
@@ -65,6 +73,22 @@ class ProcessTree:
 
 
 class PosixTree(ProcessTree):
+    def __init__(self, platform: Platform) -> None:
+        super().__init__(platform)
+        from ddpstudio.core.process.parentdeath import Lifeline, enabled
+
+        # Spawn from the main thread: PR_SET_PDEATHSIG fires when the forking *thread* exits.
+        self.lifeline = Lifeline() if enabled() and os.name == "posix" else None
+
+    def _tie_to_us(self, env: dict[str, str]) -> dict:
+        return self.lifeline.child_options(env) if self.lifeline is not None else {}
+
+    def close(self) -> None:
+        # Only once every rank has exited: closing the write end is what tells a rank we are gone.
+        if self.lifeline is not None and not self.alive():
+            self.lifeline.close()
+            self.lifeline = None
+
     def _signal(self, proc: subprocess.Popen, polite: bool) -> None:
         try:
             # The group outlives its leader when the rank has children, so signal it even then.
