@@ -126,6 +126,8 @@ class Launcher:
             epochs=p.recipe.epochs if p.recipe else None, max_steps=p.recipe.max_steps if p.recipe else None))
         self._write_processes()  # recorded before any rank exists, and again after each one
         for rank in range(p.world_size):
+            if self.stop_requested.is_set():
+                break  # stopped in the first moments (Ctrl+C): start no more ranks
             self._spawn(rank, plan_path)
             self._write_processes()
         self.state = RunState.RUNNING
