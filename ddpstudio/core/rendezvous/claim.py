@@ -118,9 +118,10 @@ def _locked(path: str, platform: Platform) -> Iterator[int]:
     deadline = time.monotonic() + LOCK_WAIT_S
     while True:
         try:
+            os.makedirs(os.path.dirname(path) or ".", exist_ok=True)  # the launcher would create it anyway
             fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_BINARY", 0), 0o644)
         except OSError as exc:
-            raise ClaimError(exc.errno, f"cannot create the claim file {path}: {exc.strerror}") from None
+            raise ClaimError(f"cannot create the claim file {path}: {exc.strerror or exc}") from None
         try:
             if _try_lock(fd, platform) and _same_file(fd, path, platform):
                 break
@@ -129,7 +130,7 @@ def _locked(path: str, platform: Platform) -> Iterator[int]:
             raise
         os.close(fd)
         if time.monotonic() > deadline:
-            raise ClaimError(0, f"could not lock the claim file {path} within {LOCK_WAIT_S:g} s")
+            raise ClaimError(f"could not lock the claim file {path} within {LOCK_WAIT_S:g} s")
         time.sleep(0.02)
     try:
         yield fd
