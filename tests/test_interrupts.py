@@ -22,37 +22,37 @@ def _cli(*extra: str) -> subprocess.Popen:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
 
 
+def _interrupt(cli: subprocess.Popen, *pauses: float) -> str:
+    """Ctrl+C after each pause; the CLI's stderr once it has ended."""
+    try:
+        for pause in pauses:
+            time.sleep(pause)
+            cli.send_signal(signal.SIGINT)
+        return cli.communicate(timeout=60)[1]
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+
+
+def _assert_stopped_cleanly(cli: subprocess.Popen, err: str, home) -> None:
+    assert cli.returncode == STOPPED, err[-2000:]
+    assert "Traceback" not in err, err[-2000:]
+    assert not processes_of(home)
+
+
 # From 0.15 s on: before that the interpreter is still importing ``site`` and no code of ours has run;
 # CPython then ends with "Fatal Python error: init_import_site" (its own behaviour, e.g.
 # b-ryan/powerline-shell #445), or is killed by SIGINT before it even installs its handler.
 @pytest.mark.parametrize("after_s", [0.15, 0.4, 0.7, 1.0])
 def test_ctrl_c_in_the_first_second_ends_with_exit_3_and_no_traceback(studio_home, after_s):
     cli = _cli()
-    try:
-        time.sleep(after_s)
-        cli.send_signal(signal.SIGINT)
-        _, err = cli.communicate(timeout=60)
-    finally:
-        if cli.poll() is None:
-            cli.kill()
-    assert cli.returncode == STOPPED, err[-2000:]
-    assert "Traceback" not in err, err[-2000:]
-    assert not processes_of(studio_home)
+    _assert_stopped_cleanly(cli, _interrupt(cli, after_s), studio_home)
 
 
 def test_a_second_ctrl_c_during_the_stop_still_ends_with_exit_3(studio_home):
     cli = _cli("--json")
-    try:
-        for line in cli.stdout:
-            if '"type":"global_step"' in line:
-                break
-        cli.send_signal(signal.SIGINT)
-        time.sleep(0.3)
-        cli.send_signal(signal.SIGINT)  # impatient: again, while the ranks are being stopped
-        _, err = cli.communicate(timeout=60)
-    finally:
-        if cli.poll() is None:
-            cli.kill()
-    assert cli.returncode == STOPPED, err[-2000:]
-    assert "Traceback" not in err, err[-2000:]
-    assert not processes_of(studio_home)
+    for line in cli.stdout:
+        if '"type":"global_step"' in line:
+            break
+    # Impatient: again, 0.3 s later, while the ranks are being stopped.
+    _assert_stopped_cleanly(cli, _interrupt(cli, 0, 0.3), studio_home)

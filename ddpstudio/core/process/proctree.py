@@ -98,6 +98,19 @@ class PosixTree(ProcessTree):
 
 
 class WindowsTree(ProcessTree):
+    """The ranks in one Job Object; the launcher holds its only handle, so they die when it does.
+
+    The launcher itself is deliberately *not* put into the job: ``kill`` ends
+    the ranks with TerminateJobObject, which would then kill the launcher
+    before it reports the run's end. The remaining gap is a process a rank
+    starts in the moment between CreateProcess and AssignProcessToJobObject
+    (a uv venv's python.exe trampoline starts the real interpreter at once).
+    Closing it needs CREATE_SUSPENDED, assign, then ResumeThread, and
+    ``subprocess`` closes the thread handle right after CreateProcess
+    (CPython 3.11 Lib/subprocess.py line 1561), so that needs our own
+    CreateProcess call; not done yet (no Windows machine to test it on).
+    """
+
     def __init__(self, platform: Platform) -> None:
         super().__init__(platform)
         from ddpstudio.core.process.winjob import JobObject
