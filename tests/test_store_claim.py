@@ -131,24 +131,38 @@ def test_a_claim_left_by_a_sigkilled_launcher_is_stale_and_taken_over(studio_hom
     assert run_processes(first.record.run_id) == []
 
 
+SLOW_START = '''
+import argparse, time
+import torch.distributed as dist
+p = argparse.ArgumentParser()
+for name in ("--dist-url", "--dist-backend"):
+    p.add_argument(name)
+p.add_argument("--world-size", type=int); p.add_argument("--rank", type=int)
+a = p.parse_args()
+time.sleep(90)  # "loading the data": the store file does not exist yet
+dist.init_process_group(a.dist_backend, init_method=a.dist_url, rank=a.rank, world_size=a.world_size)
+'''
+
+
 def test_relaunch_after_only_the_launcher_died_stops_its_live_ranks_first(studio_home, tmp_path, monkeypatch):
     """Ranks whose launcher is gone (here: an older launcher without the lifeline, through its seam) are
     stopped by the pre-launch check even before they have created the store file, and it says so."""
     store = str(tmp_path / "pg")
+    script = tmp_path / "slow_start.py"
+    script.write_text(SLOW_START, encoding="utf-8")
     monkeypatch.setenv("DDPSTUDIO_NO_LIFELINE", "1")
-    first = CliRun(tmp_path, *TRAIN, "--store-path", store)  # both ranks recorded, still starting up
+    first = CliRun(tmp_path, "--store-path", store, "--script", str(script))
     os.kill(first.record.launcher_pid, signal.SIGKILL)
     first.proc.kill()  # and the CLI, before it notices and stops the ranks itself (as it would)
     first.proc.wait(30)
     orphans = [r.pid for r in first.record.ranks]
     assert not any(gone(pid) for pid in orphans), "without the lifeline the ranks outlive their launcher"
-    store_existed = os.path.exists(store)
     monkeypatch.delenv("DDPSTUDIO_NO_LIFELINE")
 
     res = ddpstudio("run", *QUICK, "--store-path", store, timeout=240)
     assert res.returncode == 0, res.stderr[-3000:]
     assert f"stopped 2 process(es) still running on the store path {store}" in res.stderr, res.stderr
     assert f"of run {first.record.run_id}" in res.stderr
+    assert "leftover store file" not in res.stderr, "the orphans had not created the store file yet"
     assert all(gone(pid) for pid in orphans)
     assert run_processes(first.record.run_id) == []
-    print(f"the store file existed when the relaunch started: {store_existed}")
