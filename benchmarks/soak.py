@@ -4,8 +4,10 @@
 
 Each trial starts ``ddpstudio run`` (the built-in recipe, 2 Gloo ranks on the
 CPU) on one fixed ``--store-path``, SIGKILLs a victim at a random moment in
-the first ``--window`` seconds (the CLI, the launcher, one rank, or the whole
-group: CLI + launcher + ranks), waits for the CLI to return as a user would,
+the first ``--window`` seconds (the CLI, counted from its start; the
+launcher, one rank, or the whole group of CLI + launcher + ranks, counted
+from the launcher's start, so the ranks' own first seconds are hit too),
+records where the run was (CLI starting, ranks starting, training), waits for the CLI to return as a user would,
 and runs the same command again on the same path. Counted: relaunches that
 finish (exit 0) with no manual step in between; processes of either run still
 alive afterwards; time from the kill until the relaunch's first training
@@ -76,15 +78,35 @@ def kill(pids: list[int]) -> None:
             pass
 
 
+def _phase(rec) -> str:
+    """Where the victim run was when the kill landed."""
+    if rec is None:
+        return "CLI starting"
+    try:
+        text = (Path(rec.run_dir) / "events.jsonl").read_text(errors="replace")
+    except OSError:
+        text = ""
+    if '"type":"global_step"' in text:
+        return "training"
+    return "ranks starting" if rec.ranks else "launcher starting"
+
+
 def trial(i: int, victim: str, at_s: float, store: str, steps: int, logs: Path) -> dict:
     known = {r.run_id for r in records()}
     log = logs / f"trial{i}-victim.log"
     with open(log, "w") as out:
         cli = subprocess.Popen(command(store, steps), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     t_start = time.monotonic()
+    rec = None
+    if victim != "cli":  # the moment counts from the launcher's start: a slow CLI start-up would eat it
+        while rec is None and time.monotonic() - t_start < 120 and cli.poll() is None:
+            new = records(known)
+            rec = new[0] if new else None
+            time.sleep(0.02)
+    t_zero = time.monotonic()
     time.sleep(at_s)
     pids: list[int] = []
-    while not pids and time.monotonic() - t_start < 60 and cli.poll() is None:
+    while not pids and time.monotonic() - t_start < 120 and cli.poll() is None:
         new = records(known)
         rec = new[0] if new else None
         if victim == "cli":
@@ -98,6 +120,7 @@ def trial(i: int, victim: str, at_s: float, store: str, steps: int, logs: Path) 
         if not pids:
             time.sleep(0.05)
     killed_at = time.monotonic()
+    phase = _phase(rec)
     kill(pids)
     try:
         cli.wait(60)  # the prompt comes back
@@ -116,7 +139,8 @@ def trial(i: int, victim: str, at_s: float, store: str, steps: int, logs: Path) 
     except subprocess.TimeoutExpired:
         again.kill()
         code = again.wait()
-    return {"trial": i, "victim": victim, "at_s": round(at_s, 2), "killed_after_s": round(killed_at - t_start, 2),
+    return {"trial": i, "victim": victim, "at_s": round(at_s, 2), "killed_after_s": round(killed_at - t_zero, 2),
+            "phase": phase,
             "pids": pids, "victim_exit": cli.returncode, "relaunch_exit": code,
             "recover_s": round(stepped - killed_at, 2) if stepped else None,
             "cold_start_s": round(stepped - relaunched_at, 2) if stepped else None,
@@ -194,6 +218,10 @@ def report(trials: list[dict], pairs: list[dict], home: str) -> None:
               f"{sum(len(t['left']) for t in rows):>6}"
               f"{(statistics.median(rec) if rec else float('nan')):>18.1f}{(max(rec) if rec else float('nan')):>8.1f}"
               f"{_median([t['cold_start_s'] for t in rows]):>29.1f}")
+    phases = {}
+    for t in trials:
+        phases[t["phase"]] = phases.get(t["phase"], 0) + 1
+    print("killed while: " + ", ".join(f"{k} {v}" for k, v in sorted(phases.items())))
     if pairs:
         one = sum(sorted(p["exits"]) == [0, 2] for p in pairs)
         print(f"\nconcurrent pairs: {len(pairs)}; exactly one ran, the other refused (exit 2): {one}; "
