@@ -170,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pairs", type=int, default=50)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--steps", type=int, default=40, help="training steps per run")
-    ap.add_argument("--window", type=float, default=10.0, help="kills land in the first this many seconds")
+    ap.add_argument("--window", type=float, default=20.0, help="kills land in the first this many seconds")
     ap.add_argument("--json", metavar="PATH")
     args = ap.parse_args(argv)
     random.seed(args.seed)
