@@ -54,5 +54,5 @@ def test_a_second_ctrl_c_during_the_stop_still_ends_with_exit_3(studio_home):
     for line in cli.stdout:
         if '"type":"global_step"' in line:
             break
-    # Impatient: again, 0.3 s later, while the ranks are being stopped.
-    _assert_stopped_cleanly(cli, _interrupt(cli, 0, 0.3), studio_home)
+    # Impatient: again and again, every 0.15 s while the ranks are being stopped and as the CLI exits.
+    _assert_stopped_cleanly(cli, _interrupt(cli, 0, *[0.15] * 12), studio_home)

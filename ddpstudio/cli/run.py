@@ -167,7 +167,9 @@ def _launch(plan, args: argparse.Namespace) -> int:
                 sys.stdout.write(event.to_line() + "\n")
                 sys.stdout.flush()
     finally:
-        signal.signal(signal.SIGINT, previous)
+        # The run is over (or this process is ending): a late Ctrl+C, often the impatient second one,
+        # must not turn the run's exit status into a KeyboardInterrupt on the way out.
+        signal.signal(signal.SIGINT, signal.SIG_IGN if session.proc is not None else previous)
     code = session.returncode
     if session.final is None:
         print("ddpstudio: error: " + ranks_after_launcher_death(plan.run_id, plan.run_dir, code), file=sys.stderr)
