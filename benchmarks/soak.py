@@ -209,6 +209,8 @@ def report(trials: list[dict], pairs: list[dict], home: str) -> None:
     print(f"\nkill -9 trials (home {home})")
     print(f"{'victim':<10}{'trials':>7}{'relaunch ok':>13}{'left':>6}{'recover median s':>18}{'max s':>8}"
           f"{'of which start-up, median s':>29}")
+    missed = [t for t in trials if not t["pids"]]
+    trials = [t for t in trials if t["pids"]]
     for victim in (*VICTIMS, "all"):
         rows = [t for t in trials if victim in ("all", t["victim"])]
         if not rows:
@@ -221,7 +223,8 @@ def report(trials: list[dict], pairs: list[dict], home: str) -> None:
     phases = {}
     for t in trials:
         phases[t["phase"]] = phases.get(t["phase"], 0) + 1
-    print("killed while: " + ", ".join(f"{k} {v}" for k, v in sorted(phases.items())))
+    print("killed while: " + ", ".join(f"{k} {v}" for k, v in sorted(phases.items()))
+          + (f"; not counted: {len(missed)} (the run had ended before its moment; raise --steps)" if missed else ""))
     if pairs:
         one = sum(sorted(p["exits"]) == [0, 2] for p in pairs)
         print(f"\nconcurrent pairs: {len(pairs)}; exactly one ran, the other refused (exit 2): {one}; "

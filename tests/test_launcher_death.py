@@ -176,3 +176,18 @@ def test_a_stall_the_watchdog_reports_ends_the_run_as_failed_with_its_findings(s
     assert of_type(events(res.stdout), protocol.ERROR)
     assert took < 60, f"the stalled run took {took:.0f} s to end"
     assert not processes_of(studio_home)
+
+
+def test_ranks_that_outlive_their_launcher_are_stopped_by_the_cli_which_says_so(studio_home, tmp_path, monkeypatch):
+    """The CLI's own check of the recorded ranks, for when both lines fail (here: through their seam)."""
+    monkeypatch.setenv("DDPSTUDIO_NO_LIFELINE", "1")
+    run_ = CliRun(tmp_path, *TRAIN)
+    run_.wait_training()
+    os.kill(run_.record.launcher_pid, signal.SIGKILL)
+    assert run_.proc.wait(60) == 1
+    said = run_.log.read_text()
+    ranks = sorted(r.pid for r in run_.record.ranks)
+    assert "0 of its 2 rank(s) ended with it; stopped the rest (pid " in said, said[-2000:]
+    assert all(str(pid) in said.split("stopped the rest")[1] for pid in ranks)
+    assert all(gone(pid) for pid in ranks)
+    assert run_processes(run_.record.run_id) == []
