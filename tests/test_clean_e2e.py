@@ -190,10 +190,17 @@ def test_prelaunch_check_cleans_our_leftover_so_the_same_command_just_works(stud
     assert run_processes(run.record.run_id) == []
 
 
-def test_launcher_killed_alone_its_ranks_are_orphans_until_clean(studio_home, tmp_path):
+def test_launcher_killed_alone_its_ranks_are_orphans_until_clean(studio_home, tmp_path, monkeypatch):
+    # Ranks now die with their launcher (tests/test_launcher_death.py); the seam makes the orphans an older
+    # launcher (or a platform without the parent-death signal) would leave, and the CLI dies too, before
+    # it would stop them itself.
+    monkeypatch.setenv("DDPSTUDIO_NO_LIFELINE", "1")
     run = CliRun(tmp_path, *TRAIN)  # a fresh store in our store folder
     run.wait_training()
-    run.sigkill(ranks=False)
+    os.kill(run.record.launcher_pid, signal.SIGKILL)
+    run.proc.kill()
+    run.proc.wait(30)
+    wait_for(lambda: gone(run.record.launcher_pid), 10, "the SIGKILLed launcher")
     ranks = [r.pid for r in run.record.ranks]
     survivors = [pid for pid in ranks if not gone(pid)]
     assert survivors, "on POSIX the ranks lead their own sessions and outlive the launcher"

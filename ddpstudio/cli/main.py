@@ -44,7 +44,39 @@ def gui_main() -> int:
     return app_main()
 
 
+EXIT_STOPPED = 3
+
+
 def main(argv: list[str] | None = None) -> int:
+    """The command line; Ctrl+C before a command has its own handler in place ends it quietly (exit 3)."""
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        print("\nddpstudio: stopped (Ctrl+C)", file=sys.stderr)
+        _exit_now(EXIT_STOPPED)
+        return EXIT_STOPPED
+
+
+def _exit_now(code: int) -> None:
+    """Exit with ``code`` even after a caught KeyboardInterrupt.
+
+    CPython 3.11 remembers a KeyboardInterrupt that left code run through
+    ``PyRun_*`` (the flag from bpo-1054041, set in ``run_eval_code_obj``) and
+    then kills itself with SIGINT at exit, whatever we return; measured here:
+    a Ctrl+C during torch's import ended with -2 although we caught it. Every
+    ``finally`` has run by now; only stdio needs flushing.
+    """
+    import os
+
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
+
+
+def _main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if not argv:
         return gui_main()

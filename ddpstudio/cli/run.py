@@ -109,12 +109,9 @@ def fail(message: str) -> int:
 
 
 def main(args: argparse.Namespace) -> int:
-    from ddpstudio.cli.progress import ProgressView
     from ddpstudio.core.gpu import detect_inventory
     from ddpstudio.core.platform import current
     from ddpstudio.core.policy import PolicyError, build_plan
-    from ddpstudio.core.process.exitcodes import describe_exit
-    from ddpstudio.core.launch.session import Session
     from ddpstudio.core.validate import check_request
 
     if args.script_args and not args.script:
@@ -130,22 +127,43 @@ def main(args: argparse.Namespace) -> int:
     except (PolicyError, ValueError) as exc:
         return fail(str(exc))
     if plan.store_path and plan.store_is_fixed:
-        from ddpstudio.core.cleanup.hygiene import prelaunch_check
+        return _on_claimed_path(plan, args)
+    return _launch(plan, args)
 
+
+def _on_claimed_path(plan, args: argparse.Namespace) -> int:
+    """A fixed store path: claim it (one run at a time), clean up after earlier runs there, then launch."""
+    import contextlib
+
+    from ddpstudio.core.cleanup.hygiene import prelaunch_check
+    from ddpstudio.core.rendezvous import claim
+
+    try:
+        taken_over = claim.acquire(plan.store_path, plan.run_id)
+    except (claim.ClaimHeld, claim.ClaimError) as exc:
+        return fail(str(exc))
+    try:
+        if taken_over is not None:
+            print(f"ddpstudio: took over the store path's claim from {taken_over.describe()}, "
+                  "whose holder is gone", file=sys.stderr)
         check = prelaunch_check(plan.store_path)
         if not check.ok:
             return fail(check.message)
         if check.cleaned or check.killed:
             print(f"ddpstudio: {check.message}", file=sys.stderr)
+        return _launch(plan, args)
+    finally:
+        with contextlib.suppress(OSError):
+            claim.release(plan.store_path, plan.run_id)  # ours, or a dead launcher's; a live one keeps it
+
+
+def _launch(plan, args: argparse.Namespace) -> int:
+    from ddpstudio.cli.progress import ProgressView
+    from ddpstudio.core.launch.aftermath import ranks_after_launcher_death
+    from ddpstudio.core.launch.session import Session
+
     session = Session(plan)
     view = ProgressView() if not args.json else None
-    try:
-        session.start()
-    except OSError as exc:  # the disk filled up or turned read-only since the check
-        import shutil
-
-        shutil.rmtree(plan.run_dir, ignore_errors=True)
-        return fail(f"cannot start the run in {plan.run_dir}: {exc.strerror or exc}")
     stopping = False
 
     def on_interrupt(_signum, _frame):
@@ -156,8 +174,18 @@ def main(args: argparse.Namespace) -> int:
                   file=sys.stderr)
             session.stop()
 
+    # Installed before the launcher starts: a Ctrl+C in the first second stops the run the same way.
     previous = signal.signal(signal.SIGINT, on_interrupt)
     try:
+        try:
+            session.start()
+        except OSError as exc:  # the disk filled up or turned read-only since the check
+            import shutil
+
+            shutil.rmtree(plan.run_dir, ignore_errors=True)
+            return fail(f"cannot start the run in {plan.run_dir}: {exc.strerror or exc}")
+        if stopping:
+            session.stop()
         for event in session.events():
             if view is not None:
                 view.feed(event)
@@ -165,10 +193,13 @@ def main(args: argparse.Namespace) -> int:
                 sys.stdout.write(event.to_line() + "\n")
                 sys.stdout.flush()
     finally:
-        signal.signal(signal.SIGINT, previous)
+        # The run is over (or this process is ending): a late Ctrl+C, often the impatient second one,
+        # must not turn the run's exit status into a KeyboardInterrupt on the way out.
+        signal.signal(signal.SIGINT, signal.SIG_IGN if session.proc is not None else previous)
     code = session.returncode
     if session.final is None:
-        print("ddpstudio: error: the launcher ended without reporting a result "
-              f"({describe_exit(code, current())}); see {plan.run_dir}", file=sys.stderr)
+        print("ddpstudio: error: " + ranks_after_launcher_death(plan.run_id, plan.run_dir, code), file=sys.stderr)
         return 1
+    if code == EXIT_BAD_INPUT:  # the launcher refused the plan or the store path: nothing was started
+        return EXIT_BAD_INPUT
     return protocol.EXIT_CODES.get(session.state or "", 1)

@@ -18,6 +18,8 @@ SCHEMA_VERSION = 1
 EVENTS_DIR_ENV = "DDPSTUDIO_EVENTS_DIR"
 # The file whose appearance asks every rank to stop (no console needed: Windows, pythonw).
 STOP_FILE_ENV = "DDPSTUDIO_STOP_FILE"
+# The read end of the launcher's lifeline pipe (POSIX): end-of-file means the launcher is gone.
+LIFELINE_FD_ENV = "DDPSTUDIO_LIFELINE_FD"
 
 RUN_STARTED = "run_started"
 RANK_STARTED = "rank_started"

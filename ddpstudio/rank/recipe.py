@@ -276,6 +276,9 @@ class Trainer:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from ddpstudio.rank.lifeline import watch_launcher
+
+    watch_launcher()  # before the slow torch import: a launcher killed meanwhile takes us with it
     args = _parse(argv)
     stopwatch.watch()  # the launcher's polite stop: KeyboardInterrupt here, as Ctrl+C would
     emitter = Emitter(rank_from_env())

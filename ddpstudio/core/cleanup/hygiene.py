@@ -286,20 +286,35 @@ def _short(text: str, limit: int = 120) -> str:
 
 
 # -- before a launch ---------------------------------------------------------
-def prelaunch_check(store_path: str, platform: Platform | None = None) -> PrelaunchResult:
+def prelaunch_check(store_path: str, platform: Platform | None = None, *, _stopped: bool = False) -> PrelaunchResult:
     """May a run use this fixed FileStore path? Cleans our own leftover there; blocks on anything else."""
     platform = platform or current()
-    if not os.path.lexists(store_path):
-        return PrelaunchResult(True, [], f"the store file {store_path} does not exist yet: good")
     if os.path.isdir(store_path):
         return PrelaunchResult(False, [], f"the store path {store_path} is a folder; a FileStore needs a file. "
                                           f"Choose a file path, such as {os.path.join(store_path, 'pg')}.")
+    # Always look, file or no file: ranks of a killed launcher may not have reached the store yet,
+    # and would join the new run's process group when they do.
     found = scan(platform)
     key = norm(store_path)
     users = [run_id for path, run_id in found.live_stores.items() if norm(path) == key]
     if users:
         return PrelaunchResult(False, [], f"run {users[0]} is using the store file {store_path} right now; two "
                                           "runs cannot share one. Stop that run first, or choose another store path.")
+    orphans = [o for o in found.orphans if norm(o.path or "") == key]
+    if orphans and not _stopped:
+        stopped = clean(Findings(orphans=orphans), platform=platform)
+        if stopped.left:
+            why = "; ".join(f"{what}: {reason}" for what, reason in stopped.left)
+            return PrelaunchResult(False, [], f"ranks of an earlier run on the store path {store_path} are still "
+                                              f"running and could not be stopped ({why}).", stopped.killed)
+        note = (f"stopped {len(stopped.killed)} process(es) still running on the store path {store_path}: "
+                + ", ".join(p.describe() for p in stopped.killed))
+        result = prelaunch_check(store_path, platform, _stopped=True)
+        result.message = note + ("; " + result.message if result.cleaned or not result.ok else "")
+        result.killed = stopped.killed + result.killed
+        return result
+    if not os.path.lexists(store_path):
+        return PrelaunchResult(True, [], f"the store file {store_path} does not exist yet: good")
     stale = [s for s in found.stale_stores if norm(s.path) == key]
     if not stale:
         return PrelaunchResult(False, [], _not_ours_message(store_path, platform))

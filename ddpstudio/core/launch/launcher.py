@@ -17,6 +17,7 @@ import signal
 import sys
 import threading
 import time
+import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TextIO
@@ -27,6 +28,7 @@ from ddpstudio.core.launch.commands import rank_command, rank_env
 from ddpstudio.core.launch.diskguard import DiskProblem, GuardedWriter, probe
 from ddpstudio.core.launch.history import HistoryWriter
 from ddpstudio.core.launch.lossparse import LossScraper
+from ddpstudio.core.launch.planfile import PlanError, read_plan
 from ddpstudio.core.plan import Plan
 from ddpstudio.core.platform import Platform, current
 from ddpstudio.core.process.proctable import create_time
@@ -34,6 +36,9 @@ from ddpstudio.core.process.proctree import make_tree
 from ddpstudio.core.launch.rootcause import RankFailure, StderrTail
 from ddpstudio.core.launch.rundir import RunDir
 from ddpstudio.core.launch.tail import LineTail
+
+
+EXIT_REFUSED = 2  # bad plan, or the store path is claimed: nothing was started
 
 
 class RunState(enum.Enum):
@@ -58,6 +63,7 @@ class RankProc:
     scraper: LossScraper | None = None
     joined: bool = False
     reports_steps: bool = False
+    speaks: bool = False  # wrote protocol events (the reporter): its silence at the rendezvous means a stall
     exit_code: int | None = None
     error_t: float | None = None
     created: float | None = None  # create time: with the pid, identifies the rank in the registry
@@ -85,6 +91,8 @@ class Launcher:
         self.store_preexisted = bool(plan.store_path and os.path.exists(plan.store_path))
         self._launcher_created: float | None = None
         self._history: HistoryWriter | None = None  # history.jsonl: docs/history.md
+        self._finished = False  # run_finished was emitted: the stream has its one ending
+        self._claimed = False
 
     # -- output --------------------------------------------------------------
     def emit(self, event: protocol.Event) -> None:
@@ -127,6 +135,8 @@ class Launcher:
             epochs=p.recipe.epochs if p.recipe else None, max_steps=p.recipe.max_steps if p.recipe else None))
         self._write_processes()  # recorded before any rank exists, and again after each one
         for rank in range(p.world_size):
+            if self.stop_requested.is_set():
+                break  # stopped in the first moments (Ctrl+C): start no more ranks
             self._spawn(rank, plan_path)
             self._write_processes()
         self._history.watch({r.rank: r.proc.pid for r in self.ranks})
@@ -224,6 +234,7 @@ class Launcher:
     def _pump_rank(self, r: RankProc, final: bool) -> None:
         for line in r.events.read_lines(final):
             for ev in r.parser.feed(line):
+                r.speaks = True
                 if ev.type == protocol.RANK_JOINED:
                     r.joined = True
                 elif ev.type == protocol.STEP:
@@ -301,16 +312,21 @@ class Launcher:
                 facts.append(f"port {self.plan.master_port} is held by another process ({owner.get('name')}, "
                              f"pid {owner.get('pid')})")
         message = "rendezvous stalled: " + "; ".join(facts)
-        if self.plan.script is not None and not any(r.joined for r in self.ranks):
-            # A script that reports nothing may simply be quiet; say so, do not kill it.
+        if self.plan.script is not None and not any(r.joined or r.speaks for r in self.ranks):
+            # A script that reports nothing may simply be quiet; say so, do not kill it. One that uses
+            # the reporter says report.joined() after init_process_group, so its silence is a stall.
             self.emit(protocol.make_event(protocol.WARNING, message=message + " (or the script reports no progress)"))
             return
         self.emit(protocol.make_event(protocol.ERROR, message=message))
         self.stall = RankFailure(waiting[0] if waiting else -1, None, time.time(), message, [])
+        # A rank that never joins keeps the others waiting for ever: end the run, the stall as its cause.
+        self.emit(protocol.make_event(protocol.LOG, stream="launcher", line="stopping: the rendezvous stalled"))
+        self._begin_stop()
 
     # -- the end -------------------------------------------------------------
     def _finish(self) -> RunState:
-        root = self._disk_root(min(self.failures, key=lambda f: f.t) if self.failures else self.stall)
+        causes = self.failures + ([self.stall] if self.stall else [])
+        root = self._disk_root(min(causes, key=lambda f: f.t) if causes else None)
         if root is not None:
             self.state = RunState.FAILED
         elif self.stop_requested.is_set():
@@ -327,6 +343,8 @@ class Launcher:
             # A fresh store is ours alone; once every rank is gone it is only a hazard.
             Path(self.plan.store_path).unlink(missing_ok=True)
         self._record_end()
+        self.release_claim()
+        self._finished = True
         self.emit(protocol.make_event(protocol.RUN_FINISHED, state=self.state.value, duration_s=duration,
                                       root_cause=result["root_cause"], summary=result["summary"],
                                       run_dir=self.plan.run_dir))
@@ -346,6 +364,73 @@ class Launcher:
             pass  # the run is over either way; clean treats a gone launcher as ended
 
 
+    # -- the claim on a fixed store path, and the way out when the loop itself fails --------
+    def claim(self) -> None:
+        """Hold the fixed store path for this run's life; raises ``claim.ClaimHeld`` if a live run has it."""
+        if self.plan.store_path and self.plan.store_is_fixed:
+            from ddpstudio.core.rendezvous import claim
+
+            claim.acquire(self.plan.store_path, self.plan.run_id)
+            self._claimed = True
+
+    def release_claim(self) -> None:
+        if self._claimed:
+            from ddpstudio.core.rendezvous import claim
+
+            try:
+                claim.release(self.plan.store_path or "", self.plan.run_id)
+            except OSError:
+                pass  # stale once we are gone: the next run takes it over
+            self._claimed = False
+
+    def crashed(self, exc: BaseException) -> RunState:
+        """The launcher's own code failed: kill every rank, and still end the stream with one run_finished."""
+        message = f"the launcher itself failed ({type(exc).__name__}: {exc}); every rank was stopped"
+        traceback.print_exc(file=sys.stderr)
+        self.tree.kill()
+        deadline = time.monotonic() + 10
+        for r in self.ranks:
+            try:
+                r.proc.wait(max(0.1, deadline - time.monotonic()))  # type: ignore[attr-defined]
+            except Exception:
+                pass
+        if self._finished:
+            return self.state
+        try:
+            self.emit(protocol.make_event(protocol.ERROR, message=message))
+            self.failures.append(RankFailure(-1, None, time.time(), message,
+                                             traceback.format_exception(exc)[-15:]))
+            self._killed, self.state = True, RunState.STOPPING
+            self._reap()
+            return self._finish()
+        except Exception:
+            traceback.print_exc(file=sys.stderr)
+            self.release_claim()
+            if not self._finished:
+                self._finished = True
+                self.emit(_failed_event(message, self.plan.run_dir))
+            return RunState.FAILED
+
+
+def _failed_event(message: str, run_dir: str | None = None) -> protocol.Event:
+    return protocol.make_event(protocol.RUN_FINISHED, state=protocol.FAILED, duration_s=0.0,
+                               root_cause={"rank": -1, "exit_code": None, "t": time.time(), "message": message,
+                                           "traceback_tail": []},
+                               summary=message, run_dir=run_dir)
+
+
+def refuse(message: str, run_dir: str | None = None, out: TextIO | None = None) -> int:
+    """Nothing was started: one error line on stderr, and the stream's one run_finished (failed). Exit 2."""
+    print(f"ddpstudio: error: {message}", file=sys.stderr)
+    out = out or sys.stdout
+    try:
+        out.write(_failed_event(message, run_dir).to_line() + "\n")
+        out.flush()
+    except (OSError, ValueError):
+        pass
+    return EXIT_REFUSED
+
+
 def _watch_stdin(launcher: Launcher) -> None:
     for line in sys.stdin:
         if line.strip().lower() == "stop":
@@ -359,7 +444,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stdin-control", action="store_true",
                         help="stop when a 'stop' line arrives on stdin or stdin closes")
     args = parser.parse_args(argv)
-    launcher = Launcher(Plan.read(args.plan))
+    try:
+        plan = read_plan(args.plan)
+    except PlanError as exc:
+        return refuse(f"{exc}; the launcher started nothing")
+    launcher = Launcher(plan)
 
     def on_signal(signum, _frame):
         launcher.request_stop(f"signal {signal.Signals(signum).name}")
@@ -369,14 +458,30 @@ def main(argv: list[str] | None = None) -> int:
             signal.signal(getattr(signal, name), on_signal)
     if args.stdin_control:
         threading.Thread(target=_watch_stdin, args=(launcher,), daemon=True).start()
+    return run(launcher)
+
+
+def run(launcher: Launcher) -> int:
+    """Claim, start, watch, finish: whatever fails on the way, the ranks are stopped and the stream ended."""
+    from ddpstudio.core.rendezvous.claim import ClaimError, ClaimHeld
+
     try:
-        launcher.start()
-    except Exception as exc:
-        launcher.emit(protocol.make_event(protocol.ERROR, message=f"could not start the ranks: {exc}"))
-        launcher.failures.append(RankFailure(-1, None, time.time(), f"could not start the ranks: {exc}"))
-        launcher.tree.kill()
-        launcher.state = RunState.STOPPING
-    state = launcher.loop()
+        launcher.claim()
+    except (ClaimHeld, ClaimError) as exc:
+        return refuse(str(exc), launcher.plan.run_dir)
+    try:
+        try:
+            launcher.start()
+        except Exception as exc:
+            launcher.emit(protocol.make_event(protocol.ERROR, message=f"could not start the ranks: {exc}"))
+            launcher.failures.append(RankFailure(-1, None, time.time(), f"could not start the ranks: {exc}"))
+            launcher.tree.kill()
+            launcher.state = RunState.STOPPING
+        state = launcher.loop()
+    except BaseException as exc:  # noqa: BLE001 - whatever it was, the ranks must not outlive it
+        state = launcher.crashed(exc)
+    finally:
+        launcher.release_claim()
     return protocol.EXIT_CODES[state.value]
 
 

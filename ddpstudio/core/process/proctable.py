@@ -29,6 +29,23 @@ def create_time(pid: int) -> float | None:
         return None
 
 
+def is_alive(pid: int, created: float | None) -> bool:
+    """Is the process recorded as ``(pid, created)`` still running (not a zombie, pid not reused)?
+
+    Without a recorded create time the pid alone decides (cautious: a live
+    stranger counts as alive, so nothing is taken from it).
+    """
+    try:
+        proc = psutil.Process(pid)
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return False
+        return created is None or same_time(proc.create_time(), created)
+    except psutil.NoSuchProcess:
+        return False
+    except psutil.Error:
+        return True  # exists but cannot be inspected (another user's): not ours to take over
+
+
 @dataclass(frozen=True)
 class Proc:
     pid: int

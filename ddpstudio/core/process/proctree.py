@@ -4,6 +4,8 @@ POSIX: every rank leads its own session, so a signal to its process group
 reaches the rank and everything it started (DataLoader workers, ...).
 Windows: every rank goes into one Job Object with KILL_ON_JOB_CLOSE, so the
 ranks die with the launcher even when it is killed without warning.
+POSIX has no such object, so each rank gets the parent-death signal and the
+lifeline pipe of :mod:`ddpstudio.core.process.parentdeath`.
 
 Asking politely: on POSIX SIGTERM to each rank's group. On Windows a console
 event cannot do it: each rank, started with CREATE_NO_WINDOW, has a console
@@ -49,14 +51,20 @@ class ProcessTree:
 
     def spawn(self, args: Sequence[str], env: dict[str, str], cwd: str | None,
               stdout: IO, stderr: IO) -> subprocess.Popen:
+        env = dict(env)
         proc = subprocess.Popen(list(args), env=env, cwd=cwd, stdin=subprocess.DEVNULL,
-                                stdout=stdout, stderr=stderr, **popen_options(self.platform))
+                                stdout=stdout, stderr=stderr, **popen_options(self.platform),
+                                **self._tie_to_us(env))
         self.procs.append(proc)
         self._adopt(proc)
         return proc
 
     def _adopt(self, proc: subprocess.Popen) -> None:
         pass
+
+    def _tie_to_us(self, env: dict[str, str]) -> dict:
+        """Extra ``Popen`` arguments (and ``env`` entries) that make a rank die with this process."""
+        return {}
 
     def alive(self) -> list[subprocess.Popen]:
         return [p for p in self.procs if p.poll() is None]
@@ -79,6 +87,22 @@ class ProcessTree:
 
 
 class PosixTree(ProcessTree):
+    def __init__(self, platform: Platform, stop_file: str | os.PathLike | None = None) -> None:
+        super().__init__(platform, stop_file)
+        from ddpstudio.core.process.parentdeath import Lifeline, enabled
+
+        # Spawn from the main thread: PR_SET_PDEATHSIG fires when the forking *thread* exits.
+        self.lifeline = Lifeline() if enabled() and os.name == "posix" else None
+
+    def _tie_to_us(self, env: dict[str, str]) -> dict:
+        return self.lifeline.child_options(env) if self.lifeline is not None else {}
+
+    def close(self) -> None:
+        # Only once every rank has exited: closing the write end is what tells a rank we are gone.
+        if self.lifeline is not None and not self.alive():
+            self.lifeline.close()
+            self.lifeline = None
+
     def _signal(self, proc: subprocess.Popen, polite: bool) -> None:
         if polite and self.stop_file is not None and os.environ.get(STOP_CHANNEL_ENV) == "file":
             return  # the stop file alone asks, as on Windows
@@ -90,6 +114,15 @@ class PosixTree(ProcessTree):
 
 
 class WindowsTree(ProcessTree):
+    """The ranks in a Job Object of their own, inside the launcher's: they die when the launcher does.
+
+    The launcher first joins a job itself (kill-on-close, its only handle held by the launcher), so
+    every rank is born inside it: no moment between CreateProcess and AssignProcessToJobObject where
+    a launcher crash could orphan a rank or what it starts. The ranks also join a nested job
+    (Windows 8+), which ``kill`` terminates without ending the launcher before it reports the run's
+    end. Ranks are the real interpreter, not a venv's python.exe stub (core/launch/interpreter.py).
+    """
+
     lifeline_job = None  # kept open for the launcher's life; its handle dies with the launcher
 
     def __init__(self, platform: Platform, stop_file: str | os.PathLike | None = None, job=None) -> None:

@@ -1,0 +1,58 @@
+"""Ctrl+C (a real SIGINT to the real CLI) at any moment ends with exit 3, no traceback, nothing left running."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from ddpstudio.core import protocol
+from tests.conftest import processes_of
+from tests.studio import TINY
+
+pytestmark = pytest.mark.slow
+STOPPED = protocol.EXIT_CODES["stopped"]
+
+
+def _cli(*extra: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "ddpstudio", "run", "--max-steps", "100000", *TINY, *extra],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+
+
+def _interrupt(cli: subprocess.Popen, *pauses: float) -> str:
+    """Ctrl+C after each pause; the CLI's stderr once it has ended."""
+    try:
+        for pause in pauses:
+            time.sleep(pause)
+            cli.send_signal(signal.SIGINT)
+        return cli.communicate(timeout=60)[1]
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+
+
+def _assert_stopped_cleanly(cli: subprocess.Popen, err: str, home) -> None:
+    assert cli.returncode == STOPPED, err[-2000:]
+    assert "Traceback" not in err, err[-2000:]
+    assert not processes_of(home)
+
+
+# From 0.15 s on: before that the interpreter is still importing ``site`` and no code of ours has run;
+# CPython then ends with "Fatal Python error: init_import_site" (its own behaviour, e.g.
+# b-ryan/powerline-shell #445), or is killed by SIGINT before it even installs its handler.
+@pytest.mark.parametrize("after_s", [0.15, 0.4, 0.7, 1.0])
+def test_ctrl_c_in_the_first_second_ends_with_exit_3_and_no_traceback(studio_home, after_s):
+    cli = _cli()
+    _assert_stopped_cleanly(cli, _interrupt(cli, after_s), studio_home)
+
+
+def test_a_second_ctrl_c_during_the_stop_still_ends_with_exit_3(studio_home):
+    cli = _cli("--json")
+    for line in cli.stdout:
+        if '"type":"global_step"' in line:
+            break
+    # Impatient: again and again, every 0.15 s while the ranks are being stopped and as the CLI exits.
+    _assert_stopped_cleanly(cli, _interrupt(cli, 0, *[0.15] * 12), studio_home)
