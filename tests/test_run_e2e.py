@@ -166,3 +166,32 @@ def test_a_tqdm_bar_is_read_at_every_update_and_a_test_line_is_an_evaluation(stu
         assert ev.get("step") == 8 and ev.get("loss") < losses[0] and ev.get("source") == "scraped"
         bar_lines = [e.get("line") for e in of_type(evs, protocol.LOG) if e.rank == rank and "it/s" in e.get("line")]
         assert len(bar_lines) == 1 and "8/8" in bar_lines[0]  # the log keeps the bar's final state only
+
+
+@pytest.mark.parametrize("how", ["stop", "finish"])
+def test_every_process_of_the_run_ends_even_a_child_that_ignores_sigterm(studio_home, how):
+    """Issue 11 §5: a rank's child that ignores SIGTERM (or outlives its finished rank) is ended with the run."""
+    import psutil
+
+    args = [sys.executable, "-m", "ddpstudio", "run", "--json", "--script", str(SCRIPTS / "stubborn_child.py"),
+            "--script-style", "env", "--", "train" if how == "stop" else "finish"]
+    cli = subprocess.Popen(args, stdout=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+    lines, children = [], set()
+    try:
+        for line in cli.stdout:
+            lines.append(line)
+            if "child pid" in line:
+                children.add(int(line.rsplit("child pid", 1)[1].split('"')[0]))
+            if how == "stop" and len(children) == 2 and '"step":2' in line:
+                cli.send_signal(signal.SIGINT)
+        cli.wait(timeout=60)
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+    assert len(children) == 2, "".join(lines)[-2000:]
+    done = final(events("".join(lines)))
+    assert done.get("state") == ("stopped" if how == "stop" else "finished"), done.data
+    alive = [pid for pid in children if psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
+    assert not alive, f"children outlived the run: {alive}"
+    assert any("left running" in e.get("line", "") for e in of_type(events("".join(lines)), protocol.LOG)), \
+        "the launcher says what it ended"

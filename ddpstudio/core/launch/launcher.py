@@ -218,7 +218,17 @@ class Launcher:
                 break
             self.stop_requested.wait(self.poll_s) if self.state is RunState.RUNNING else time.sleep(self.poll_s)
         self._pump(final=True)
+        self._sweep()
         return self._finish()
+
+    def _sweep(self) -> None:
+        """Every process of the run ends with it: what the ranks left running is ended, and said."""
+        left = self.tree.sweep()
+        if left:
+            self.emit(protocol.make_event(
+                protocol.LOG, stream="launcher",
+                line=f"ended {len(left)} process(es) the ranks left running (pid {', '.join(map(str, left))}); "
+                     "SIGKILL after 2 s for those that ignored SIGTERM"))
 
     def _begin_stop(self) -> None:
         self.state = RunState.STOPPING

@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import time
 from typing import IO, Sequence
 
 from ddpstudio.core.platform import Platform
@@ -36,6 +37,8 @@ def popen_options(platform: Platform) -> dict:
         return {"creationflags": CREATE_NEW_PROCESS_GROUP | CREATE_NO_WINDOW}
     return {"start_new_session": True}
 
+
+SWEEP_GRACE_S = 2.0  # after the ranks exited: how long leftovers get between SIGTERM and SIGKILL
 
 # Tests only: "file" makes the POSIX tree ask through the stop file, the way Windows does.
 STOP_CHANNEL_ENV = "DDPSTUDIO_STOP_CHANNEL"
@@ -82,6 +85,10 @@ class ProcessTree:
     def _signal(self, proc: subprocess.Popen, polite: bool) -> None:
         raise NotImplementedError
 
+    def sweep(self, grace_s: float = SWEEP_GRACE_S) -> list[int]:
+        """Once every rank has exited: end what they left running (politely, then by force); the pids ended."""
+        return []
+
     def close(self) -> None:
         pass
 
@@ -102,6 +109,21 @@ class PosixTree(ProcessTree):
         if self.lifeline is not None and not self.alive():
             self.lifeline.close()
             self.lifeline = None
+
+    def sweep(self, grace_s: float = SWEEP_GRACE_S) -> list[int]:
+        """Members of the ranks' process groups still alive (a child that ignored SIGTERM, or outlived its rank)."""
+        groups = {proc.pid for proc in self.procs}
+        left = _group_members(groups)
+        if not left:
+            return []
+        for pgid in groups:
+            _killpg(pgid, signal.SIGTERM)
+        deadline = time.monotonic() + grace_s
+        while _group_members(groups) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        for pgid in groups:
+            _killpg(pgid, signal.SIGKILL)
+        return left
 
     def _signal(self, proc: subprocess.Popen, polite: bool) -> None:
         if polite and self.stop_file is not None and os.environ.get(STOP_CHANNEL_ENV) == "file":
@@ -151,12 +173,37 @@ class WindowsTree(ProcessTree):
     def kill(self) -> None:
         self.job.terminate()  # every process in the job at once, grandchildren included
 
+    def sweep(self, grace_s: float = SWEEP_GRACE_S) -> list[int]:
+        self.job.terminate()  # the ranks are gone: whatever is still in their job is a leftover
+        return []
+
     def close(self) -> None:
         self.job.close()
 
 
 def make_tree(platform: Platform, stop_file: str | os.PathLike | None = None) -> ProcessTree:
     return WindowsTree(platform, stop_file) if platform.is_windows else PosixTree(platform, stop_file)
+
+
+def _group_members(groups: set[int]) -> list[int]:
+    """Live processes (not zombies) whose process group is one of ``groups``."""
+    import psutil
+
+    found = []
+    for proc in psutil.process_iter(["status"]):
+        try:
+            if os.getpgid(proc.pid) in groups and proc.info["status"] != psutil.STATUS_ZOMBIE:
+                found.append(proc.pid)
+        except (OSError, psutil.Error):
+            continue
+    return found
+
+
+def _killpg(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 def ask_ranks_to_stop(stop_file: str | os.PathLike) -> None:
