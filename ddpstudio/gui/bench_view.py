@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Callable
 
 from PySide6.QtCore import Qt, Signal, Slot
-from PySide6.QtWidgets import (QCheckBox, QFormLayout, QHBoxLayout, QLabel, QLineEdit, QProgressBar,
+from PySide6.QtWidgets import (QCheckBox, QFormLayout, QGridLayout, QHBoxLayout, QLabel, QLineEdit, QProgressBar,
                                QPushButton, QSpinBox, QSplitter, QVBoxLayout, QWidget)
 
 from ddpstudio.core.bench import BenchConfig, BenchProgress, BenchResult
@@ -76,10 +76,9 @@ class BenchView(QWidget):
         sizes_box.setContentsMargins(0, 0, 0, 0)
         sizes_box.addWidget(self.sizes_edit)
         sizes_box.addWidget(self.sizes_error)
-        compare_row = QHBoxLayout()
-        for box in self.compare.values():
-            compare_row.addWidget(box)
-        compare_row.addStretch(1)
+        compare_row = QGridLayout()  # two a row: four in one row would not fit a 1280-pixel screen
+        for i, box in enumerate(self.compare.values()):
+            compare_row.addWidget(box, i // 2, i % 2)
         form = QFormLayout()
         form.addRow("World sizes:", sizes_cell)
         counts = QHBoxLayout()

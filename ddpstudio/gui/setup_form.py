@@ -77,7 +77,7 @@ class SetupForm(QWidget):
                                      ("staged", "staged: through CPU memory")])
         e["grad_compression"] = _combo([("none", "none: full precision"),
                                         ("fp16", "fp16: half the bytes, approximate")])
-        e["rank_helper"] = QCheckBox("Rank helper in my script (reports ranks, stages gradients)")
+        e["rank_helper"] = QCheckBox("Rank helper in my script")
         e["batch_size"] = _spin(1, 1 << 20)
         e["batch_mode"] = _combo([("per-rank", "per rank: keep it on every rank"),
                                   ("split", "split it over the ranks")])

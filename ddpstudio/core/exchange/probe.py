@@ -132,8 +132,13 @@ def invalidate() -> None:
     cache_path().unlink(missing_ok=True)
 
 
-def store(result: ProbeResult) -> None:
-    atomic.write_json(cache_path(), result.to_dict())
+def store(result: ProbeResult) -> bool:
+    """Cache ``result``; False when the data folder cannot take it (full or read-only): it is re-run next time."""
+    try:
+        atomic.write_json(cache_path(), result.to_dict())
+    except OSError:
+        return False
+    return True
 
 
 def probe(force: bool = False, timeout_s: float = TIMEOUT_S) -> ProbeResult:
