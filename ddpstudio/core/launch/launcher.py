@@ -32,7 +32,7 @@ from ddpstudio.core.launch.planfile import PlanError, read_plan
 from ddpstudio.core.plan import Plan
 from ddpstudio.core.platform import Platform, current
 from ddpstudio.core.process.proctable import create_time
-from ddpstudio.core.process.proctree import make_tree
+from ddpstudio.core.process.proctree import SWEEP_GRACE_S, make_tree
 from ddpstudio.core.launch.rootcause import RankFailure, StderrTail
 from ddpstudio.core.launch.rundir import RunDir
 from ddpstudio.core.launch.tail import LineTail
@@ -228,7 +228,7 @@ class Launcher:
             self.emit(protocol.make_event(
                 protocol.LOG, stream="launcher",
                 line=f"ended {len(left)} process(es) the ranks left running (pid {', '.join(map(str, left))}); "
-                     "SIGKILL after 2 s for those that ignored SIGTERM"))
+                     f"SIGKILL after {SWEEP_GRACE_S:g} s for those that ignored SIGTERM"))
 
     def _begin_stop(self) -> None:
         self.state = RunState.STOPPING

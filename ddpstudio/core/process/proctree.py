@@ -128,11 +128,8 @@ class PosixTree(ProcessTree):
     def _signal(self, proc: subprocess.Popen, polite: bool) -> None:
         if polite and self.stop_file is not None and os.environ.get(STOP_CHANNEL_ENV) == "file":
             return  # the stop file alone asks, as on Windows
-        try:
-            # The group outlives its leader when the rank has children, so signal it even then.
-            os.killpg(proc.pid, signal.SIGTERM if polite else signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+        # The group outlives its leader when the rank has children, so signal it even then.
+        _killpg(proc.pid, signal.SIGTERM if polite else signal.SIGKILL)
 
 
 class WindowsTree(ProcessTree):
