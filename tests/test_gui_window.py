@@ -368,8 +368,10 @@ def kill_run(qtbot, window: MainWindow) -> None:
     """What a crash or Task Manager does: SIGKILL to every process of the run, the launcher last."""
     ranks = list(window.controller.pids.values())
     launcher = window.controller.process.processId()
+    assert launcher > 0, "the launcher is not running: nothing to kill"
     with qtbot.waitSignal(window.controller.run_finished, timeout=RUN_TIMEOUT_MS):
         for pid in [launcher] + ranks:
+            assert pid > 0 and pid != os.getpgrp(), f"{pid} would signal the test's own process group"
             try:
                 os.killpg(pid, signal.SIGKILL)
             except ProcessLookupError:

@@ -18,6 +18,7 @@ from ddpstudio.gui.bench_controller import BenchController
 from ddpstudio.gui.advisor import LoadAdvisor
 from ddpstudio.gui.bench_view import BenchView
 from ddpstudio.gui.dialogs import Dialogs
+from ddpstudio.gui.gui_thread_gc import collect_on_gui_thread
 from ddpstudio.gui.launch_flow import LaunchFlow
 from ddpstudio.gui.icon import app_icon
 from ddpstudio.gui.load_history import LoadHistory
@@ -48,6 +49,7 @@ class MainWindow(QMainWindow):
     def __init__(self, dialogs=None, gpu_source: GpuSource | None = None, platform: Platform | None = None,
                  settings: Settings | None = None) -> None:
         super().__init__()
+        collect_on_gui_thread()  # before any worker thread runs: see gui_thread_gc
         self.setWindowTitle("DDP Studio")
         self.setWindowIcon(app_icon())
         self.platform = platform or current()
