@@ -60,3 +60,14 @@ def studio_home(tmp_path_factory, monkeypatch) -> Path:
         except psutil.Error:
             pass
     assert not described, f"processes left running after the test: {described}"
+
+
+@pytest.fixture(autouse=True)
+def collected_between_tests():
+    """Once a window has switched the cycle collector to the GUI thread's timer, tests with no event
+    loop would never collect: collect what is due after each test, on the main thread."""
+    yield
+    gui_gc = sys.modules.get("ddpstudio.gui.gui_thread_gc")
+    collector = gui_gc.current() if gui_gc is not None else None
+    if collector is not None:
+        collector.collect_due()

@@ -47,10 +47,15 @@ class GuiThreadCollector(QObject):
         return due
 
 
+def current() -> GuiThreadCollector | None:
+    """The running application's collector (None: no application, or none installed)."""
+    app = QCoreApplication.instance()
+    return app.findChild(GuiThreadCollector) if app is not None else None
+
+
 def collect_on_gui_thread() -> GuiThreadCollector:
     """Install the collector on the running QApplication (once; later calls return the same one)."""
     app = QCoreApplication.instance()
     if app is None:
         raise RuntimeError("create the QApplication first")
-    collector = app.findChild(GuiThreadCollector)
-    return collector if collector is not None else GuiThreadCollector(app)
+    return current() or GuiThreadCollector(app)
