@@ -141,7 +141,8 @@ def stage(build_dir: Path, wheel: Path, uv_exe: Path | None = None) -> Path:
 
 
 def compile_installer(
-    makensis: str, staged: Path, wheel: Path, version: str, out_file: Path, target: str = TARGETS[0]
+    makensis: str, staged: Path, wheel: Path, version: str, out_file: Path, target: str = TARGETS[0],
+    compress: bool = True,
 ) -> None:
     out_file.parent.mkdir(parents=True, exist_ok=True)
     defines = {
@@ -153,6 +154,8 @@ def compile_installer(
         "OUTFILE": str(out_file),
         "TARGET": target,
     }
+    if not compress:
+        defines["NO_COMPRESS"] = "1"
     # -WX: a warning (an unused function, a missing file) fails the build.
     command = [makensis, "-V2", "-WX", "-NOCD", *(f"-D{k}={v}" for k, v in defines.items()), str(SCRIPT)]
     subprocess.run(command, check=True, cwd=HERE)
@@ -165,6 +168,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--makensis", help="path to makensis (default: PATH, then NSIS' Windows folders)")
     parser.add_argument("--target", choices=TARGETS, default=TARGETS[0], help="NSIS target (Windows' NSIS package: x86-unicode)")
     parser.add_argument("--uv-exe", type=Path, help="ship this uv.exe instead of the one from uv's wheel")
+    parser.add_argument("--no-compress", action="store_true",
+                        help="store the files uncompressed (for tests: seconds instead of a minute, same behaviour)")
     args = parser.parse_args(argv)
 
     for needed in (ICON, WELCOME):
@@ -176,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     wheel = build_wheel(build_dir / "dist")
     staged = stage(build_dir, wheel, args.uv_exe)
     out_file = args.out_dir.resolve() / f"DDPStudio-Setup-{version}.exe"
-    compile_installer(makensis, staged, wheel, version, out_file, args.target)
+    compile_installer(makensis, staged, wheel, version, out_file, args.target, not args.no_compress)
     print(f"{out_file} ({out_file.stat().st_size / 1e6:.1f} MB)")
     return 0
 

@@ -48,7 +48,11 @@
 Unicode true
 ManifestDPIAware true
 Target ${TARGET}
-SetCompressor /SOLID lzma
+!ifdef NO_COMPRESS
+  SetCompress off ; tests only (build.py --no-compress): the same installer, larger, built in seconds
+!else
+  SetCompressor /SOLID lzma
+!endif
 RequestExecutionLevel user
 
 !define APP_NAME "DDP Studio"

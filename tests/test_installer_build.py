@@ -95,7 +95,8 @@ def test_x86_unicode_target_compiles(installer, tmp_path):
     staged = REPO / "build" / "installer" / "stage"  # what the module's build staged
     wheel = next((staged / "wheels").glob("ddpstudio-*.whl"))
     out = tmp_path / "DDPStudio-Setup-x86.exe"
-    build.compile_installer(build.find_makensis(), staged, wheel, build.package_version(), out, "x86-unicode")
+    build.compile_installer(build.find_makensis(), staged, wheel, build.package_version(), out, "x86-unicode",
+                            compress=False)  # the module's build already checks the compressed form
     props = listing(out)
     assert props["Type"] == "Nsis" and props["SubType"].startswith("NSIS-3 Unicode") and "64-bit" not in props["SubType"]
     assert "finish-setup.cmd" in props["paths"].splitlines()

@@ -137,7 +137,7 @@ def setup_exe(tmp_path_factory) -> Path:
     subprocess.run([MINGW, "-municode", "-O2", "-Wall", "-Werror", "-o", str(stub), str(STUB_SOURCE)], check=True, timeout=120)
     proc = subprocess.run(
         [sys.executable, str(REPO / "installer" / "build.py"), "--out-dir", str(work / "dist"), "--build-dir",
-         str(work / "build"), "--uv-exe", str(stub)],
+         str(work / "build"), "--uv-exe", str(stub), "--no-compress"],
         capture_output=True, text=True, timeout=600,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
