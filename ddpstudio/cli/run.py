@@ -6,6 +6,7 @@ import argparse
 import signal
 import sys
 
+from ddpstudio.cli.progress import SHOW_OUTPUT
 from ddpstudio.core import protocol
 from ddpstudio.core.plan import DEFAULT_DIST_ARGS, LR_SCHEDULES, RecipeSpec, ScriptSpec
 
@@ -67,7 +68,12 @@ def add_parser(sub) -> None:
     dist.add_argument("--no-rank-helper", action="store_true",
                       help="scripts: do not put DDP Studio's start-up helper on the ranks' import path "
                            "(no rank reports, no staged exchange)")
-    p.add_argument("--json", action="store_true", help="print the protocol events (JSON lines) instead")
+    p.add_argument("--show-output", choices=SHOW_OUTPUT, default="0",
+                   help="what your script prints: 0 = rank 0's lines as printed (default), all = every rank's, "
+                        "each line prefixed with [rank N], none = only DDP Studio's progress (every rank's "
+                        "output is always in the run folder's logs/)")
+    p.add_argument("--json", action="store_true",
+                   help="print the protocol events (JSON lines) instead: every event, output lines included")
     p.add_argument("script_args", nargs="*", help=argparse.SUPPRESS)
     p.set_defaults(func=main)
 
@@ -163,7 +169,7 @@ def _launch(plan, args: argparse.Namespace) -> int:
     from ddpstudio.core.launch.session import Session
 
     session = Session(plan)
-    view = ProgressView() if not args.json else None
+    view = ProgressView(show_output=args.show_output) if not args.json else None
     stopping = False
 
     def on_interrupt(_signum, _frame):
