@@ -29,7 +29,19 @@ def add_parser(sub) -> None:
                       help="args: distributed settings appended as arguments (PyTorch examples style); "
                            "env: torchrun's environment variables")
     what.add_argument("--dist-args", metavar="TEMPLATE", default=DEFAULT_DIST_ARGS,
-                      help=f"argument template for --script-style args (default: {DEFAULT_DIST_ARGS!r})")
+                      help=f"argument template appended to each rank's command in --script-style args (default: "
+                           f"{DEFAULT_DIST_ARGS!r}). Fields: {{url}} the store's init URL, {{backend}}, "
+                           "{world_size}, {rank}, {local_rank} (the rank on this machine), {gpu} (the CUDA device "
+                           "index the rank should use: its local rank, or 0 with --one-gpu-per-rank; GPU runs "
+                           "only), {port} and {addr} (the TCP store's). A template that says env:// gets "
+                           "MASTER_ADDR, MASTER_PORT (a free port), RANK, WORLD_SIZE and LOCAL_RANK in every store "
+                           "setting. Where your own arguments also set --dist-url, --dist-backend, --world-size "
+                           "or --rank, the template's value wins (it comes last and matches the store this run "
+                           "made) and a warning names both; leave a flag out of the template to keep yours")
+    what.add_argument("--one-gpu-per-rank", action="store_true",
+                      help="for scripts that always use cuda:0: each rank sees only its own GPU "
+                           "(CUDA_VISIBLE_DEVICES set per rank), so cuda:0 is a different GPU on each rank and "
+                           "{gpu} is 0; needs CUDA GPUs")
     train = p.add_argument_group("training")
     train.add_argument("--epochs", type=int, default=1)
     train.add_argument("--max-steps", type=int, help="stop after this many steps")
@@ -88,7 +100,7 @@ def build_request(args: argparse.Namespace):
                       oversubscribe=args.oversubscribe)
     if args.script:
         request.script = ScriptSpec(path=args.script, args=list(args.script_args), style=args.script_style,
-                                    dist_args=args.dist_args)
+                                    dist_args=args.dist_args, one_gpu_per_rank=args.one_gpu_per_rank)
         return request
     dataset = args.dataset or ("synthetic" if not args.data else _guess_dataset(args.data))
     max_steps = args.max_steps if args.max_steps is not None else (DEMO_STEPS if args.demo else None)
@@ -122,6 +134,9 @@ def main(args: argparse.Namespace) -> int:
 
     if args.script_args and not args.script:
         return fail(f"unexpected arguments {' '.join(args.script_args)!r}; script arguments need --script")
+    if args.one_gpu_per_rank and not args.script:
+        return fail("--one-gpu-per-rank is for your own script (--script): the built-in recipe already gives "
+                    "each rank its own GPU")
     request = build_request(args)
     problems = check_request(request)
     if problems:

@@ -24,6 +24,7 @@ from typing import IO, TextIO
 
 from ddpstudio.core import protocol
 from ddpstudio.core.exchange.crash import gloo_cuda_crash_note
+from ddpstudio.core.launch.argclash import clashes
 from ddpstudio.core.launch.commands import rank_command, rank_env
 from ddpstudio.core.launch.diskguard import DiskProblem, GuardedWriter, probe
 from ddpstudio.core.launch.history import HistoryWriter
@@ -136,6 +137,8 @@ class Launcher:
             store_path=p.store_path, reasons=p.reasons, effective_batch=p.effective_batch, lr=p.lr,
             kind=p.kind, launcher_pid=os.getpid(),
             epochs=p.recipe.epochs if p.recipe else None, max_steps=p.recipe.max_steps if p.recipe else None))
+        for clash in clashes(p):  # the user's --world-size 1 and ours: never overridden silently
+            self.emit(protocol.make_event(protocol.WARNING, message=clash.message()))
         self._write_processes()  # recorded before any rank exists, and again after each one
         for rank in range(p.world_size):
             if self.stop_requested.is_set():
