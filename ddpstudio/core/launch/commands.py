@@ -58,10 +58,10 @@ def gpu_problem(script: ScriptSpec | None, device: str) -> str | None:
         return None
     if script.one_gpu_per_rank:
         return ("one GPU per rank (CUDA_VISIBLE_DEVICES) needs CUDA GPUs, and this run trains on the CPU "
-                "(no CUDA GPU was found): leave --one-gpu-per-rank off")
+                "(no CUDA GPU was found): turn 'one GPU per rank' (--one-gpu-per-rank) off")
     if script.style == "args" and "gpu" in template_fields(script.dist_args):
         return ("the argument template uses {gpu}, and this run trains on the CPU (no CUDA GPU was found), "
-                "so there is no GPU to name: remove {gpu} from --dist-args")
+                "so there is no GPU to name: remove {gpu} from the argument template (--dist-args)")
     return None
 
 
