@@ -37,7 +37,12 @@ def joined() -> None:
 
 
 def step(step: int, loss: float, samples_per_s: float | None = None, **extra: Any) -> None:
-    """Report one training step's loss (and throughput, if you know it)."""
+    """Report one training step's loss (and throughput, if you know it).
+
+    The launcher averages the ranks' reports by step into the run's progress and global-mean curve, so
+    ``samples_per_s`` is best the whole run's rate (``batch * world_size / step_time``); ``total_steps=N``
+    in ``extra`` gives the progress bar its end.
+    """
     loss = float(loss)
     data: dict[str, Any] = {"step": int(step), "loss": loss if math.isfinite(loss) else None}
     if samples_per_s is not None:

@@ -12,6 +12,10 @@ from ddpstudio.core import protocol
 from ddpstudio.core.platform import Platform, current
 
 
+SHOW_OUTPUT = ("0", "all", "none")  # ddpstudio run --show-output
+SCRIPT_STREAMS = ("stdout", "stderr")
+
+
 def format_eta(seconds: float | None) -> str:
     if seconds is None or not math.isfinite(seconds):
         return "--:--"
@@ -40,7 +44,7 @@ class ProgressView:
 
     def __init__(
         self, out: TextIO | None = None, tty: bool | None = None, every: int = 5, platform: Platform | None = None,
-        kernel32: Any | None = None,
+        kernel32: Any | None = None, show_output: str = "0",
     ) -> None:
         self.out = out or sys.stdout
         self.tty = self.out.isatty() if tty is None else tty
@@ -51,8 +55,9 @@ class ProgressView:
         self.first_step_t: float | None = None
         self.first_step = 0
         self.last_line = ""
-        self.scraped: dict[int, tuple[int, float]] = {}
         self.model_path: str | None = None
+        self.show_output = show_output  # a script's own stdout/stderr: "0" (rank 0), "all" or "none"
+        self.kind: str | None = None  # run_started's kind: only scripts have output of their own to show
 
     def feed(self, event: protocol.Event) -> None:
         handler = getattr(self, f"_handle_{event.type}", None)
@@ -79,6 +84,7 @@ class ProgressView:
             self._print(f"  - {reason}")
         self._print(f"  run folder: {ev.get('run_dir')}")
         self.total = ev.get("max_steps")
+        self.kind = ev.get("kind")
 
     def _handle_global_step(self, ev: protocol.Event) -> None:
         step, now = int(ev.get("step", 0)), time.monotonic()
@@ -89,11 +95,6 @@ class ProgressView:
         if self.total and step > self.first_step:
             eta = (now - self.first_step_t) / (step - self.first_step) * (self.total - step)
         self._show(step, ev.get("loss"), ev.get("samples_per_s"), eta)
-
-    def _handle_step(self, ev: protocol.Event) -> None:
-        # Scripts without the reporter only give per-rank (scraped) losses; show rank 0's.
-        if ev.get("source") == "scraped" and ev.rank == 0:
-            self._show(int(ev.get("step", 0)), ev.get("loss"), None, None)
 
     def _show(self, step: int, loss, rate, eta) -> None:
         total = self.total
@@ -133,9 +134,16 @@ class ProgressView:
         self._print(f"checkpoint saved at step {ev.get('step')}: {ev.get('path')}")
 
     def _handle_log(self, ev: protocol.Event) -> None:
-        # The recipe's own lines (such as where a resumed run starts); ranks' stdout stays in the logs.
-        if ev.get("stream") == "recipe":
-            self._print(str(ev.get("line")))
+        # The recipe's own lines (such as where a resumed run starts), and a script's own output:
+        # rank 0's as it printed it, or every rank's with its number in front (--show-output).
+        stream, line = ev.get("stream"), str(ev.get("line"))
+        if stream == "recipe":
+            self._print(line)
+        elif stream in SCRIPT_STREAMS and self.kind == "script":
+            if self.show_output == "all":
+                self._print(f"[rank {ev.rank}] {line}")
+            elif self.show_output == "0" and ev.rank == 0:
+                self._print(line)
 
     def _handle_warning(self, ev: protocol.Event) -> None:
         self._print(f"warning: {ev.get('message')}")

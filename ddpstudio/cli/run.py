@@ -6,6 +6,7 @@ import argparse
 import signal
 import sys
 
+from ddpstudio.cli.progress import SHOW_OUTPUT
 from ddpstudio.core import protocol
 from ddpstudio.core.plan import DEFAULT_DIST_ARGS, LR_SCHEDULES, RecipeSpec, ScriptSpec
 
@@ -28,7 +29,19 @@ def add_parser(sub) -> None:
                       help="args: distributed settings appended as arguments (PyTorch examples style); "
                            "env: torchrun's environment variables")
     what.add_argument("--dist-args", metavar="TEMPLATE", default=DEFAULT_DIST_ARGS,
-                      help=f"argument template for --script-style args (default: {DEFAULT_DIST_ARGS!r})")
+                      help=f"argument template appended to each rank's command in --script-style args (default: "
+                           f"{DEFAULT_DIST_ARGS!r}). Fields: {{url}} the store's init URL, {{backend}}, "
+                           "{world_size}, {rank}, {local_rank} (the rank on this machine), {gpu} (the CUDA device "
+                           "index the rank should use: its local rank, or 0 with --one-gpu-per-rank; GPU runs "
+                           "only), {port} and {addr} (the TCP store's). A template that says env:// gets "
+                           "MASTER_ADDR, MASTER_PORT (a free port), RANK, WORLD_SIZE and LOCAL_RANK in every store "
+                           "setting. Where your own arguments also set --dist-url, --dist-backend, --world-size "
+                           "or --rank, the template's value wins (it comes last and matches the store this run "
+                           "made) and a warning names both; leave a flag out of the template to keep yours")
+    what.add_argument("--one-gpu-per-rank", action="store_true",
+                      help="for scripts that always use cuda:0: each rank sees only its own GPU "
+                           "(CUDA_VISIBLE_DEVICES set per rank), so cuda:0 is a different GPU on each rank and "
+                           "{gpu} is 0; needs CUDA GPUs")
     train = p.add_argument_group("training")
     train.add_argument("--epochs", type=int, default=1)
     train.add_argument("--max-steps", type=int, help="stop after this many steps")
@@ -67,7 +80,12 @@ def add_parser(sub) -> None:
     dist.add_argument("--no-rank-helper", action="store_true",
                       help="scripts: do not put DDP Studio's start-up helper on the ranks' import path "
                            "(no rank reports, no staged exchange)")
-    p.add_argument("--json", action="store_true", help="print the protocol events (JSON lines) instead")
+    p.add_argument("--show-output", choices=SHOW_OUTPUT, default="0",
+                   help="what your script prints: 0 = rank 0's lines as printed (default), all = every rank's, "
+                        "each line prefixed with [rank N], none = only DDP Studio's progress (every rank's "
+                        "output is always in the run folder's logs/)")
+    p.add_argument("--json", action="store_true",
+                   help="print the protocol events (JSON lines) instead: every event, output lines included")
     p.add_argument("script_args", nargs="*", help=argparse.SUPPRESS)
     p.set_defaults(func=main)
 
@@ -82,7 +100,7 @@ def build_request(args: argparse.Namespace):
                       oversubscribe=args.oversubscribe)
     if args.script:
         request.script = ScriptSpec(path=args.script, args=list(args.script_args), style=args.script_style,
-                                    dist_args=args.dist_args)
+                                    dist_args=args.dist_args, one_gpu_per_rank=args.one_gpu_per_rank)
         return request
     dataset = args.dataset or ("synthetic" if not args.data else _guess_dataset(args.data))
     max_steps = args.max_steps if args.max_steps is not None else (DEMO_STEPS if args.demo else None)
@@ -116,6 +134,9 @@ def main(args: argparse.Namespace) -> int:
 
     if args.script_args and not args.script:
         return fail(f"unexpected arguments {' '.join(args.script_args)!r}; script arguments need --script")
+    if args.one_gpu_per_rank and not args.script:
+        return fail("--one-gpu-per-rank is for your own script (--script): the built-in recipe already gives "
+                    "each rank its own GPU")
     request = build_request(args)
     problems = check_request(request)
     if problems:
@@ -163,7 +184,7 @@ def _launch(plan, args: argparse.Namespace) -> int:
     from ddpstudio.core.launch.session import Session
 
     session = Session(plan)
-    view = ProgressView() if not args.json else None
+    view = ProgressView(show_output=args.show_output) if not args.json else None
     stopping = False
 
     def on_interrupt(_signum, _frame):

@@ -66,6 +66,7 @@ class ScriptSpec:
     style: str = "args"  # args | env
     dist_args: str = DEFAULT_DIST_ARGS
     cwd: str | None = None  # working directory of the ranks; None keeps the launcher's
+    one_gpu_per_rank: bool = False  # CUDA_VISIBLE_DEVICES: each rank sees only its own GPU, as cuda:0
 
 
 @dataclass

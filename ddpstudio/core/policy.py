@@ -179,7 +179,7 @@ def build_plan(request: Request, platform: Platform, machine: Machine,
 
     ``probe`` is the seam for the Gloo CUDA all-reduce check (see :func:`choose_grad_exchange`).
     """
-    from ddpstudio.core.launch.commands import console_python
+    from ddpstudio.core.launch.commands import console_python, gpu_problem
     from ddpstudio.core.launch.interpreter import rank_interpreter
     from ddpstudio.core.rendezvous.ports import find_free_port, libuv_env, tcp_init_url
     from ddpstudio.core.rendezvous.asciipath import safe_store_folder, safe_store_path
@@ -191,6 +191,9 @@ def build_plan(request: Request, platform: Platform, machine: Machine,
     backend = choose_backend(platform, machine, request.backend)
     device = "cuda" if backend.value == "nccl" or (machine.cuda_available and machine.gpu_count > 0) else "cpu"
     world = choose_world_size(machine, request.world_size, device)
+    gpus_asked = gpu_problem(request.script, device)
+    if gpus_asked:
+        raise PolicyError(gpus_asked, "one_gpu_per_rank" if request.script.one_gpu_per_rank else "dist_args")
     if device == "cpu" and not request.oversubscribe:
         from ddpstudio.core.capacity import measure
 
@@ -223,6 +226,11 @@ def build_plan(request: Request, platform: Platform, machine: Machine,
         if safe.note:
             reasons.append(safe.note)
         init_method = file_store_url(store_path, platform)
+        if style == "args" and "env://" in request.script.dist_args:
+            port = port or find_free_port()  # the template's env:// ranks meet at MASTER_ADDR:MASTER_PORT
+            env.update(libuv_env(platform))
+            reasons.append(f"your --dist-args say env://: every rank gets MASTER_ADDR=127.0.0.1 and "
+                           f"MASTER_PORT={port} (a free port) for it")
     else:
         port = port or find_free_port()
         init_method = "env://" if style == "env" else tcp_init_url("127.0.0.1", port, platform)

@@ -29,6 +29,8 @@ def run_arguments(s: SetupState) -> list[str]:
             args += ["--script-style", "env"]
         else:
             flag("--dist-args", s.dist_args, DEFAULT_DIST_ARGS)
+        if s.one_gpu_per_rank:
+            args.append("--one-gpu-per-rank")
     else:
         flag("--model", s.model.strip(), RecipeSpec.model)
         flag("--dataset", s.data, "synthetic")

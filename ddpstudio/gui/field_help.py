@@ -17,8 +17,10 @@ FIELD_HELP: dict[str, str] = {
     "script_path": "Your training script (.py), started once per rank. No default.",
     "script_args": "Arguments for your script, as on a command line. Default: none.",
     "dist_args": "Appended for each rank, in the PyTorch examples' style. Fields: {url} {backend} "
-                 "{world_size} {rank} {local_rank} {port} {addr}. Default: " "--dist-url {url} "
-                 "--dist-backend {backend} --world-size {world_size} --rank {rank}.",
+                 "{world_size} {rank} {local_rank} {gpu} (the CUDA device index the rank should use; GPU runs "
+                 "only) {port} {addr}. With env:// every rank gets MASTER_ADDR and MASTER_PORT. Where your "
+                 "arguments set the same flag, the template's value wins (a warning names both). Default: "
+                 "--dist-url {url} --dist-backend {backend} --world-size {world_size} --rank {rank}.",
     "script_cwd": "The folder your script runs in (relative paths in it resolve here). "
                   "Default: the script's own folder.",
     "world_size": "How many processes (ranks) train together; each holds a full copy of the model. "
@@ -40,6 +42,9 @@ FIELD_HELP: dict[str, str] = {
     "rank_helper": "Puts DDP Studio's start-up helper on your script's ranks' import path (your script is not "
                    "changed): it reports each rank as it joins, stages gradients when needed and lets the "
                    "window stop the ranks politely. Default: on.",
+    "one_gpu_per_rank": "Sets CUDA_VISIBLE_DEVICES so each rank sees only its own GPU: for scripts that always "
+                        "use cuda:0 (each rank's cuda:0 is then a different GPU, and {gpu} is 0). Needs CUDA "
+                        "GPUs. Default: off.",
     "batch_size": "Samples per step. With 'per rank', every rank takes this many (the effective batch grows "
                   "with the ranks); with 'split', it is divided over them. Default: 32.",
     "batch_mode": "per rank: keeps each rank's batch, so more ranks take bigger steps; split: keeps the "

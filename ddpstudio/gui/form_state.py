@@ -47,6 +47,7 @@ class SetupState:
     grad_exchange: str = "auto"  # auto | native | staged
     grad_compression: str = "none"  # none | fp16
     rank_helper: bool = True  # scripts: DDP Studio's start-up helper on the ranks' path
+    one_gpu_per_rank: bool = False  # scripts: CUDA_VISIBLE_DEVICES gives each rank only its GPU
     lr_schedule: str = RecipeSpec.lr_schedule
     warmup_steps: int = 0
     eval_every: int = 0  # 0: at each epoch's end only
@@ -91,7 +92,8 @@ class SetupState:
                                                 "check the quotes") from exc
             request.script = ScriptSpec(path=self.script_path.strip(), args=args,
                                         style="env" if self.workload == "script-env" else "args",
-                                        dist_args=self.dist_args, cwd=self.script_cwd.strip() or None)
+                                        dist_args=self.dist_args, cwd=self.script_cwd.strip() or None,
+                                        one_gpu_per_rank=self.one_gpu_per_rank)
         else:
             request.recipe = RecipeSpec(
                 model=self.model.strip(), data=self.data, data_dir=self.data_dir.strip() or None,
@@ -121,6 +123,7 @@ def from_plan(plan: Plan) -> SetupState:
         state.workload = "script-env" if s.style == "env" else "script-args"
         state.script_path, state.script_args = s.path, shlex.join(s.args)
         state.dist_args, state.script_cwd = s.dist_args, s.cwd or ""
+        state.one_gpu_per_rank = s.one_gpu_per_rank
     elif plan.recipe is not None:
         r = plan.recipe
         state.model, state.data, state.data_dir, state.image_size = r.model, r.data, r.data_dir or "", r.image_size

@@ -78,6 +78,7 @@ class SetupForm(QWidget):
         e["grad_compression"] = _combo([("none", "none: full precision"),
                                         ("fp16", "fp16: half the bytes, approximate")])
         e["rank_helper"] = QCheckBox("Rank helper in my script")
+        e["one_gpu_per_rank"] = QCheckBox("One GPU per rank (for scripts that use cuda:0)")
         e["batch_size"] = _spin(1, 1 << 20)
         e["batch_mode"] = _combo([("per-rank", "per rank: keep it on every rank"),
                                   ("split", "split it over the ranks")])
@@ -107,7 +108,7 @@ class SetupForm(QWidget):
         dist = self._group("Distributed", [
             ("world_size", "Ranks:"), ("backend", "&Backend:"), ("store", "St&ore:"),
             ("store_path", "Store path:"), ("port", "Port:"), ("grad_exchange", "Gradient exchange:"),
-            ("grad_compression", "Gradient compression:"), ("rank_helper", "")])
+            ("grad_compression", "Gradient compression:"), ("rank_helper", ""), ("one_gpu_per_rank", "")])
         self.training = self._group("Training", [
             ("batch_size", "Batch si&ze:"), ("batch_mode", "Batch mode:"), ("scale_lr", ""),
             ("lr", "Learning rate:"), ("lr_schedule", "LR schedule:"), ("warmup_steps", "Warm-up steps:"),
@@ -203,7 +204,7 @@ class SetupForm(QWidget):
             max_steps=e["max_steps"].value(), workers=e["workers"].value(),
             checkpoint_dir=e["checkpoint_dir"].text(), resume=e["resume"].isChecked(),
             grad_exchange=e["grad_exchange"].currentData(), grad_compression=e["grad_compression"].currentData(),
-            rank_helper=e["rank_helper"].isChecked(),
+            rank_helper=e["rank_helper"].isChecked(), one_gpu_per_rank=e["one_gpu_per_rank"].isChecked(),
             lr_schedule=e["lr_schedule"].currentData(), warmup_steps=e["warmup_steps"].value(),
             eval_every=e["eval_every"].value())
 
@@ -225,6 +226,7 @@ class SetupForm(QWidget):
             e["scale_lr"].setChecked(state.scale_lr)
             e["resume"].setChecked(state.resume)
             e["rank_helper"].setChecked(state.rank_helper)
+            e["one_gpu_per_rank"].setChecked(state.one_gpu_per_rank)
         finally:
             for editor, was in zip(e.values(), blockers):
                 editor.blockSignals(was)
@@ -247,6 +249,7 @@ class SetupForm(QWidget):
         self._set_row_visible("store_path", s.store == "fixed")
         self._set_row_visible("port", s.store == "tcp")
         self._set_row_visible("rank_helper", not recipe)
+        self._set_row_visible("one_gpu_per_rank", not recipe)
         self.training.setVisible(recipe)
 
     def set_world_hint(self, ranks: int) -> None:

@@ -5,10 +5,11 @@ from __future__ import annotations
 import ntpath
 import os
 import shlex
+import string
 from pathlib import Path
 
 from ddpstudio.core.exchange.choice import COMPRESSION_ENV, EXCHANGE_ENV
-from ddpstudio.core.plan import Plan
+from ddpstudio.core.plan import Plan, ScriptSpec
 from ddpstudio.core.platform import Platform
 from ddpstudio.core.launch.rundir import RunDir
 from ddpstudio.core.protocol import EVENTS_DIR_ENV, STOP_FILE_ENV
@@ -28,15 +29,52 @@ def console_python(executable: str, platform: Platform, exists=os.path.exists) -
     return executable
 
 
+TEMPLATE_FIELDS = "{url} {backend} {world_size} {rank} {local_rank} {gpu} {port} {addr}"
+
+
+def gpu_index(plan: Plan, rank: int) -> int:
+    """The CUDA device index a rank should use: its local rank, or 0 when it sees only its own GPU."""
+    one = plan.script is not None and plan.script.one_gpu_per_rank
+    return 0 if one else rank
+
+
+def visible_gpu(rank: int, inherited: str | None) -> str:
+    """CUDA_VISIBLE_DEVICES for one rank: the rank-th of the GPUs the launcher may use (all, if unset)."""
+    allowed = [d.strip() for d in (inherited or "").split(",") if d.strip()]
+    return allowed[rank] if rank < len(allowed) else str(rank)
+
+
+def template_fields(template: str) -> set[str]:
+    """The ``{field}`` names an argument template uses."""
+    try:
+        return {name.split("!")[0].split(":")[0] for _, name, _, _ in string.Formatter().parse(template) if name}
+    except ValueError:
+        return set()  # an unbalanced brace: dist_args says what is wrong
+
+
+def gpu_problem(script: ScriptSpec | None, device: str) -> str | None:
+    """Why a script's GPU settings cannot apply to a run on ``device`` (the CPU has no GPU to give a rank)."""
+    if script is None or device == "cuda":
+        return None
+    if script.one_gpu_per_rank:
+        return ("one GPU per rank (CUDA_VISIBLE_DEVICES) needs CUDA GPUs, and this run trains on the CPU "
+                "(no CUDA GPU was found): turn 'one GPU per rank' (--one-gpu-per-rank) off")
+    if script.style == "args" and "gpu" in template_fields(script.dist_args):
+        return ("the argument template uses {gpu}, and this run trains on the CPU (no CUDA GPU was found), "
+                "so there is no GPU to name: remove {gpu} from the argument template (--dist-args)")
+    return None
+
+
 def dist_args(template: str, plan: Plan, rank: int) -> list[str]:
     """The style-b arguments: split first, then fill in, so a URL with spaces stays one argument."""
     values = {"url": plan.init_method, "backend": plan.backend, "world_size": plan.world_size,
-              "rank": rank, "local_rank": rank, "port": plan.master_port or "", "addr": plan.master_addr}
+              "rank": rank, "local_rank": rank, "gpu": gpu_index(plan, rank), "port": plan.master_port or "",
+              "addr": plan.master_addr}
     try:
         return [token.format(**values) for token in shlex.split(template)]
     except (KeyError, IndexError, ValueError) as exc:
         raise ValueError(f"the argument template {template!r} is not valid ({exc}); "
-                         "use the fields {url} {backend} {world_size} {rank}") from exc
+                         f"use the fields {TEMPLATE_FIELDS}") from exc
 
 
 def rank_command(plan: Plan, rank: int, plan_path: str) -> list[str]:
@@ -72,6 +110,8 @@ def rank_env(plan: Plan, rank: int, events_dir: str, base: dict[str, str] | None
     # Same default as torchrun: several ranks sharing the cores should not each spawn a thread per core.
     env.setdefault("OMP_NUM_THREADS", "1")
     env.update(plan.env)
+    if plan.script is not None and plan.script.one_gpu_per_rank:
+        env["CUDA_VISIBLE_DEVICES"] = visible_gpu(rank, env.get("CUDA_VISIBLE_DEVICES"))
     return add_exchange_env(plan, env)
 
 

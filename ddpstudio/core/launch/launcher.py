@@ -24,11 +24,13 @@ from typing import IO, TextIO
 
 from ddpstudio.core import protocol
 from ddpstudio.core.exchange.crash import gloo_cuda_crash_note
+from ddpstudio.core.launch.argclash import clashes
 from ddpstudio.core.launch.commands import rank_command, rank_env
 from ddpstudio.core.launch.diskguard import DiskProblem, GuardedWriter, probe
 from ddpstudio.core.launch.history import HistoryWriter
 from ddpstudio.core.launch.lossparse import LossScraper
 from ddpstudio.core.launch.planfile import PlanError, read_plan
+from ddpstudio.core.launch.scriptsteps import ScriptSteps
 from ddpstudio.core.plan import Plan
 from ddpstudio.core.platform import Platform, current
 from ddpstudio.core.process.proctable import create_time
@@ -93,6 +95,8 @@ class Launcher:
         self._history: HistoryWriter | None = None  # history.jsonl: docs/history.md
         self._finished = False  # run_finished was emitted: the stream has its one ending
         self._claimed = False
+        # A script's steps: printed and reported ones counted once, and their mean over ranks (global_step).
+        self.steps = ScriptSteps(plan.world_size) if plan.script is not None else None
 
     # -- output --------------------------------------------------------------
     def emit(self, event: protocol.Event) -> None:
@@ -133,6 +137,8 @@ class Launcher:
             store_path=p.store_path, reasons=p.reasons, effective_batch=p.effective_batch, lr=p.lr,
             kind=p.kind, launcher_pid=os.getpid(),
             epochs=p.recipe.epochs if p.recipe else None, max_steps=p.recipe.max_steps if p.recipe else None))
+        for clash in clashes(p):  # the user's --world-size 1 and ours: never overridden silently
+            self.emit(protocol.make_event(protocol.WARNING, message=clash.message()))
         self._write_processes()  # recorded before any rank exists, and again after each one
         for rank in range(p.world_size):
             if self.stop_requested.is_set():
@@ -218,6 +224,8 @@ class Launcher:
                 break
             self.stop_requested.wait(self.poll_s) if self.state is RunState.RUNNING else time.sleep(self.poll_s)
         self._pump(final=True)
+        if self.steps is not None:
+            self._emit_all(self.steps.settle(final=True))
         self._sweep()
         return self._finish()
 
@@ -240,6 +248,8 @@ class Launcher:
     def _pump(self, final: bool = False) -> None:
         for r in self.ranks:
             self._pump_rank(r, final)
+        if self.steps is not None:
+            self._emit_all(self.steps.settle())
 
     def _pump_rank(self, r: RankProc, final: bool) -> None:
         for line in r.events.read_lines(final):
@@ -252,6 +262,10 @@ class Launcher:
                 elif ev.type == protocol.ERROR and r.error_t is None:
                     r.error_t = ev.t
                 self.emit(ev)
+                if ev.type == protocol.STEP and self.steps is not None:
+                    self.steps.reported(ev)
+        if self.steps is not None:  # after the events file: a step it reported is not counted again
+            self._emit_all(self.steps.release(r.rank, time.monotonic()))
         # stderr first: progress bars (tqdm) draw there, summaries are printed after them to stdout.
         for stream, tail in (("stderr", r.err), ("stdout", r.out)):
             for line, redrawn in tail.read_segments(final):
@@ -261,17 +275,23 @@ class Launcher:
                     self.emit(protocol.make_event(protocol.LOG, rank=r.rank, stream=stream, line=line))
                 if r.scraper is not None and not r.reports_steps:
                     self._scraped(r, r.scraper.feed(line))
+        if final and self.steps is not None:
+            self._emit_all(self.steps.release(r.rank, time.monotonic(), final=True))
+
+    def _emit_all(self, events: list[protocol.Event]) -> None:
+        for ev in events:
+            self.emit(ev)
 
     def _scraped(self, r: RankProc, found) -> None:
         if found is None:
             return
         if found.eval:
-            self.emit(protocol.make_event(protocol.EVAL, rank=r.rank, step=found.step, loss=found.loss,
-                                          source="scraped"))
-            return
-        r.joined = True
-        self.emit(protocol.make_event(protocol.STEP, rank=r.rank, step=found.step, loss=found.loss,
-                                      source="scraped"))
+            ev = protocol.make_event(protocol.EVAL, rank=r.rank, step=found.step, loss=found.loss, source="scraped")
+        else:
+            r.joined = True
+            ev = protocol.make_event(protocol.STEP, rank=r.rank, step=found.step, loss=found.loss, source="scraped")
+        if self.steps is not None:  # always so: only scripts are scraped
+            self.steps.scraped(ev, time.monotonic())  # emitted once it is known not to be reported too
 
     def _reap(self) -> None:
         for r in self.ranks:

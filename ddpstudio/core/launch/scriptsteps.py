@@ -1,0 +1,131 @@
+"""A user script's steps as the run's steps: each step counted once per rank, and the mean over ranks.
+
+The built-in recipe all-reduces its loss and emits ``global_step`` itself; a
+script does not, so the launcher makes that curve from the ranks' ``step``
+events (``report.step`` or scraped lines): the mean of the ranks' losses (and
+of the samples/s they reported) by step number.
+
+A step may arrive twice from one rank: printed (``loss: 0.5``, scraped) and
+reported (``report.step(3, 0.5)``). Reported steps win: a rank's scraped step
+is held back for ``HOLD_S`` and dropped if the rank has reported steps by
+then (the launcher reads every events file before the output logs), and a
+reported value replaces a scraped one for the mean.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from ddpstudio.core import protocol
+
+HOLD_S = 0.5  # how long a scraped step waits for a report.step of the same rank
+SETTLE_STEPS = 2  # a step's mean is final once all ranks gave it, or this many later steps were seen
+CARRIED = ("total_steps", "epoch", "lr")  # report.step extras the global step passes on (rank 0's first)
+
+
+@dataclass(frozen=True)
+class Value:
+    """One rank's reading of one step."""
+
+    loss: float | None
+    samples_per_s: float | None
+    reported: bool  # from report.step (True) or from a scraped line (False)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Held:
+    """A scraped step waiting to learn whether its rank reports steps itself."""
+
+    event: protocol.Event
+    read_t: float
+
+
+class ScriptSteps:
+    """Per run: ``reported``/``scraped`` in; out come the scraped steps to emit (``release``) and, once
+    per pass over the ranks, the global steps now complete (``settle``)."""
+
+    def __init__(self, world_size: int) -> None:
+        self.world_size = world_size
+        self._pending: dict[int, dict[int, Value]] = {}  # step -> rank -> value
+        self._last_global: int | None = None
+        self._held: dict[int, list[Held]] = {}
+        self._reporters: set[int] = set()
+
+    # -- in ------------------------------------------------------------------
+    def reported(self, ev: protocol.Event) -> None:
+        """A rank's own ``step`` event (the launcher emits it as it is)."""
+        if ev.rank is None:
+            return
+        self._reporters.add(ev.rank)
+        self._held.pop(ev.rank, None)  # its scraped steps are the same steps, printed
+        self._add(ev, reported=True)
+
+    def scraped(self, ev: protocol.Event, now: float) -> None:
+        """A ``step`` (or ``eval``, kept in order with the steps) read from a rank's output: held until
+        :meth:`release` decides."""
+        if ev.rank is not None and ev.rank not in self._reporters:
+            self._held.setdefault(ev.rank, []).append(Held(ev, now))
+
+    def release(self, rank: int, now: float, final: bool = False) -> list[protocol.Event]:
+        """The rank's scraped steps held long enough (all with ``final``): to emit."""
+        held = self._held.get(rank, [])
+        ready = [h for h in held if final or now - h.read_t >= HOLD_S]
+        if not ready:
+            return []
+        self._held[rank] = held[len(ready):]
+        for h in ready:
+            if h.event.type == protocol.STEP:
+                self._add(h.event, reported=False)
+        return [h.event for h in ready]
+
+    # -- the mean ------------------------------------------------------------
+    def _add(self, ev: protocol.Event, reported: bool) -> None:
+        step = ev.get("step")
+        if not isinstance(step, (int, float)) or isinstance(step, bool):
+            return
+        step = int(step)
+        if self._last_global is not None and step <= self._last_global:
+            return  # that step's mean is out already
+        values = self._pending.setdefault(step, {})
+        old = values.get(ev.rank)
+        if old is None or reported or not old.reported:
+            values[ev.rank] = Value(_number(ev.get("loss")), _number(ev.get("samples_per_s")), reported,
+                                    {k: ev.get(k) for k in CARRIED if ev.get(k) is not None})
+
+    def settle(self, final: bool = False) -> list[protocol.Event]:
+        """The global steps now complete, in step order; ``final`` (the run is over): all that wait,
+        each the mean of the ranks that gave it.
+
+        Called after a pass over every rank, so that one rank's burst of steps does not settle them
+        before the other ranks' files were read."""
+        out = []
+        steps = sorted(self._pending)
+        for i, step in enumerate(steps):
+            values = self._pending[step]
+            if not (final or len(values) >= self.world_size or len(steps) - 1 - i >= SETTLE_STEPS):
+                break  # steps come out in order: a later one waits for this one
+            out.append(_global(step, values))
+            del self._pending[step]
+            self._last_global = step
+        return out
+
+
+def _global(step: int, values: dict[int, Value]) -> protocol.Event:
+    losses = [v.loss for v in values.values() if v.loss is not None]
+    rates = [v.samples_per_s for v in values.values() if v.samples_per_s is not None]
+    extra: dict[str, Any] = {}
+    for rank in sorted(values):
+        extra = {**values[rank].extra, **extra}
+    return protocol.make_event(
+        protocol.GLOBAL_STEP, step=step, loss=sum(losses) / len(losses) if losses else None,
+        samples_per_s=sum(rates) / len(rates) if rates else None, ranks=len(values), source="script",
+        **extra)
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return float(value)
