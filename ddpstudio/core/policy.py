@@ -191,6 +191,9 @@ def build_plan(request: Request, platform: Platform, machine: Machine,
     backend = choose_backend(platform, machine, request.backend)
     device = "cuda" if backend.value == "nccl" or (machine.cuda_available and machine.gpu_count > 0) else "cpu"
     world = choose_world_size(machine, request.world_size, device)
+    if style == "spawn":
+        world = Decision(1, "the script is started once and starts its own ranks (spawn style); the world "
+                            "size is the one its ranks report when they join")
     if device == "cpu" and not request.oversubscribe:
         from ddpstudio.core.capacity import measure
 

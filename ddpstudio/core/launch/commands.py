@@ -46,7 +46,7 @@ def rank_command(plan: Plan, rank: int, plan_path: str) -> list[str]:
     script = plan.script
     assert script is not None
     cmd = [python, "-u", script.path, *script.args]
-    if script.style == "args":
+    if script.style in ("args", "spawn"):
         cmd += dist_args(script.dist_args, plan, rank)
     return cmd
 
@@ -72,6 +72,10 @@ def rank_env(plan: Plan, rank: int, events_dir: str, base: dict[str, str] | None
     # Same default as torchrun: several ranks sharing the cores should not each spawn a thread per core.
     env.setdefault("OMP_NUM_THREADS", "1")
     env.update(plan.env)
+    if plan.script is not None and plan.script.style == "spawn":
+        from ddpstudio.core.launch.spawned import spawn_env
+
+        spawn_env(env, RunDir.at(plan.run_dir).logs_dir)
     return add_exchange_env(plan, env)
 
 

@@ -1,0 +1,246 @@
+"""Issue 11 §1: scripts that start their own ranks (``--script-style spawn``), run for real.
+
+Two real scripts (tests/scripts): the official DDP tutorial's structure
+(``mp.spawn``, MASTER_PORT set inside the script) and the ImageNet example's
+(``--multiprocessing-distributed``, rank = node rank x GPUs + GPU). Each runs
+once through the CLI with real Gloo on the CPU; one run serves several
+assertions. Then a stop mid-run and a busy hard-coded port.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import processes_of
+from ddpstudio.core import protocol
+from ddpstudio.core.launch import spawned
+from ddpstudio.core.launch.busyport import busy_port_note, port_in_text
+from ddpstudio.core.launch.rundir import RunDir
+from ddpstudio.core.rendezvous.ports import find_free_port, port_owner
+from ddpstudio.core.scriptstyle import suggest_style
+from ddpstudio.rank import spawnchild
+from studio import SCRIPTS, ddpstudio, events, final, of_type
+
+TUTORIAL = str(SCRIPTS / "tutorial_spawn.py")
+BLOG = str(SCRIPTS / "blog_spawn.py")
+LOSS = re.compile(r"loss: (?P<loss>[\d.]+)|Loss (?P<sci>[\d.e+-]+) ")
+
+
+def run_in(home: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    full = dict(os.environ, DDPSTUDIO_HOME=str(home), **(env or {}))
+    res = ddpstudio("run", "--json", *args, env=full)
+    assert not processes_of(home), "a process of the run was left running"
+    return res
+
+
+@pytest.fixture(scope="module")
+def tutorial(tmp_path_factory):
+    home = tmp_path_factory.mktemp("home")
+    res = run_in(home, "--script", TUTORIAL, env={"TUTORIAL_PORT": str(find_free_port())})
+    return res, events(res.stdout)
+
+
+@pytest.fixture(scope="module")
+def blog(tmp_path_factory):
+    home = tmp_path_factory.mktemp("home")
+    res = run_in(home, "--script", BLOG, "--", "--multiprocessing-distributed", "--procs-per-node", "2",
+                 "--steps", "4")
+    return res, events(res.stdout)
+
+
+def lines_of(evs, rank: int, stream: str) -> list[str]:
+    return [e.get("line") for e in of_type(evs, protocol.LOG) if e.rank == rank and e.get("stream") == stream]
+
+
+def printed_losses(lines: list[str]) -> list[float]:
+    found = [LOSS.search(line) for line in lines]
+    return [float(m.group("loss") or m.group("sci")) for m in found if m]
+
+
+# -- the tutorial's structure: mp.spawn, the port set inside the script ------------------------
+def test_the_tutorial_script_is_started_once_and_runs_in_spawn_style_by_itself(tutorial):
+    res, evs = tutorial
+    assert res.returncode == 0, res.stderr + res.stdout[-3000:]
+    assert "script style spawn: the script calls mp.spawn() (line 53)" in res.stderr
+    started = of_type(evs, protocol.RUN_STARTED)[0]
+    assert started.get("script_style") == "spawn" and started.get("world_size") is None  # not known yet
+    script = [e for e in of_type(evs, protocol.RANK_STARTED) if not e.get("spawned")]
+    assert len(script) == 1 and script[0].rank is None  # one process started by us, not one per rank
+    assert script[0].get("command")[-6:] == ["--dist-backend", "gloo", "--world-size", "1", "--rank", "0"]
+    assert final(evs).get("state") == "finished" and final(evs).get("world_size") == 2
+
+
+def test_every_spawned_child_is_a_rank_with_its_world_size_pid_and_exit(tutorial):
+    _, evs = tutorial
+    joined = of_type(evs, protocol.RANK_JOINED)
+    assert sorted(e.rank for e in joined) == [0, 1] and {e.get("world_size") for e in joined} == {2}
+    pids = {e.rank: e.get("pid") for e in joined}
+    assert len(set(pids.values())) == 2
+    spawned_started = {e.rank: e.get("pid") for e in of_type(evs, protocol.RANK_STARTED) if e.get("spawned")}
+    assert spawned_started == pids
+    exits = {e.rank: (e.get("exit_code"), e.get("pid")) for e in of_type(evs, protocol.RANK_EXITED) if e.get("spawned")}
+    assert exits == {0: (0, pids[0]), 1: (0, pids[1])}
+
+
+def test_each_childs_output_and_losses_are_its_own_ranks(tutorial):
+    _, evs = tutorial
+    for rank in (0, 1):
+        out, err = lines_of(evs, rank, "stdout"), lines_of(evs, rank, "stderr")
+        assert out[0] == f"Running basic DDP example on rank {rank}."  # printed before it joined: kept
+        assert [line for line in out[1:] if not line.startswith(f"rank {rank} step ")] == []
+        assert err == [f"rank {rank} note on stderr"] * 5
+        steps = [e for e in of_type(evs, protocol.STEP) if e.rank == rank]
+        assert [e.get("step") for e in steps] == [1, 2, 3, 4, 5]
+        assert [e.get("loss") for e in steps] == printed_losses(out)
+    first = {rank: [e.get("loss") for e in of_type(evs, protocol.STEP) if e.rank == rank][0] for rank in (0, 1)}
+    assert first[1] > 3 * first[0]  # rank 1 trains towards a target twice as far: one curve each, not merged
+
+
+# -- the ImageNet example's structure: --multiprocessing-distributed --------------------------
+def test_the_blog_script_spawns_its_ranks_with_ranks_from_node_rank_and_gpu(blog):
+    res, evs = blog
+    assert res.returncode == 0, res.stderr + res.stdout[-3000:]
+    assert "script style spawn: its arguments contain --multiprocessing-distributed" in res.stderr
+    [script] = [e for e in of_type(evs, protocol.RANK_STARTED) if not e.get("spawned")]
+    assert "--dist-url" in script.get("command") and script.get("command")[-4:] == ["--world-size", "1", "--rank", "0"]
+    joined = of_type(evs, protocol.RANK_JOINED)
+    assert sorted(e.rank for e in joined) == [0, 1] and {e.get("world_size") for e in joined} == {2}
+    for rank in (0, 1):
+        assert lines_of(evs, rank, "stdout")[0] == f"Use GPU: {rank} for training"
+        steps = [e for e in of_type(evs, protocol.STEP) if e.rank == rank]
+        assert len(steps) == 4 and [e.get("loss") for e in steps] == printed_losses(lines_of(evs, rank, "stdout"))
+    # w starts at 0: the first loss is the target's squared norm, 14.25 x (rank + 1)^2
+    assert [[e.get("loss") for e in of_type(evs, protocol.STEP) if e.rank == r][0] for r in (0, 1)] == [14.25, 57.0]
+    assert final(evs).get("state") == "finished" and final(evs).get("world_size") == 2
+
+
+# -- stop, and a busy hard-coded port ---------------------------------------------------------
+def test_a_stop_mid_run_ends_the_script_and_every_rank_it_spawned(studio_home):
+    env = dict(os.environ, TUTORIAL_PORT=str(find_free_port()), TUTORIAL_STEPS="100000", TUTORIAL_PAUSE_S="0.2")
+    cli = subprocess.Popen([sys.executable, "-m", "ddpstudio", "run", "--json", "--script", TUTORIAL],
+                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, stdin=subprocess.DEVNULL,
+                           env=env)
+    lines, stepping, run_dir = [], set(), None
+    try:
+        for line in cli.stdout:  # until both spawned ranks train
+            lines.append(line)
+            [ev] = events(line) or [None]
+            if ev is not None and ev.type == protocol.RUN_STARTED:
+                run_dir = ev.get("run_dir")
+            if ev is not None and ev.type == protocol.STEP:
+                stepping.add(ev.rank)
+            if stepping == {0, 1}:
+                break
+        pids = [e.get("pid") for e in of_type(events("".join(lines)), protocol.RANK_JOINED)]
+        t0 = time.monotonic()
+        RunDir.at(run_dir).stop_file.touch()
+        out, _ = cli.communicate(timeout=60)
+        elapsed = time.monotonic() - t0
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+    assert cli.returncode == protocol.EXIT_CODES["stopped"]
+    assert final(events(out)).get("state") == "stopped"
+    assert elapsed < 15, f"stopping took {elapsed:.1f} s"
+    import psutil
+
+    assert len(pids) == 2 and not any(psutil.pid_exists(pid) and psutil.Process(pid).status() != "zombie"
+                                      for pid in pids)
+
+
+def test_a_busy_hard_coded_port_is_named_with_the_process_that_holds_it(studio_home):
+    holder = socket.socket()
+    holder.bind(("", 0))
+    holder.listen()
+    port = holder.getsockname()[1]
+    try:
+        res = ddpstudio("run", "--json", "--script", TUTORIAL, "--script-style", "spawn",
+                        env=dict(os.environ, TUTORIAL_PORT=str(port)))
+    finally:
+        holder.close()
+    assert res.returncode == 1, res.stderr + res.stdout[-3000:]
+    done = final(events(res.stdout))
+    assert done.get("state") == "failed"
+    summary = done.get("summary")
+    assert f"port {port} is already in use, held by " in summary and f"(pid {os.getpid()}" in summary, summary
+    assert "failed first" in summary and "orphan" not in summary and "left" not in summary.split("(")[0]
+    from ddpstudio.gui.hints import hints_for
+
+    assert [h.key for h in hints_for(summary)][0] == "held_port"
+
+
+def test_a_world_size_in_spawn_style_is_refused_before_anything_starts(studio_home):
+    res = ddpstudio("run", "--script", TUTORIAL, "--script-style", "spawn", "--world-size", "3")
+    assert res.returncode == 2
+    assert res.stderr.strip().splitlines() == [
+        "ddpstudio: error: a script in spawn style starts its own ranks, so a world size of 3 cannot be applied; "
+        "leave out --world-size and set the number of processes in the script's own arguments"]
+    assert not (studio_home / "runs").exists() or not any((studio_home / "runs").iterdir())
+
+
+# -- the pure parts ---------------------------------------------------------------------------
+IMAGENET_MAIN = '''
+def main():
+    args = parser.parse_args()
+    ngpus_per_node = torch.cuda.device_count()
+    if args.multiprocessing_distributed:
+        # Since we have ngpus_per_node processes per node, the total world_size
+        # needs to be adjusted accordingly
+        args.world_size = ngpus_per_node * args.world_size
+        # Use torch.multiprocessing.spawn to launch distributed processes: the
+        # main_worker process function
+        mp.spawn(main_worker, nprocs=ngpus_per_node, args=(ngpus_per_node, args))
+    else:
+        main_worker(args.gpu, ngpus_per_node, args)
+'''
+LIGHTNING_LIKE = "import torch.multiprocessing\n\ntorch.multiprocessing.spawn(fit, nprocs=4)\n"
+TORCHRUN_SCRIPT = '''"""Launch me with torchrun; do not use mp.spawn(...) here."""
+import os
+import torch.distributed as dist
+
+# mp.spawn(main, nprocs=2)  # the old way
+dist.init_process_group("gloo")
+print("spawn", os.environ["RANK"])
+'''
+
+
+def test_the_detector_reads_real_scripts_and_says_why():
+    assert suggest_style(IMAGENET_MAIN).why == "the script calls mp.spawn() (line 11): it starts its own ranks"
+    assert suggest_style(LIGHTNING_LIKE).why.startswith("the script calls torch.multiprocessing.spawn() (line 3)")
+    assert suggest_style("import multiprocessing\nmultiprocessing.spawn(f)\n").style == "spawn"
+    assert suggest_style(TORCHRUN_SCRIPT) is None  # in a docstring and a comment only
+    assert suggest_style(TORCHRUN_SCRIPT, ["--epochs", "3"]) is None
+    flagged = suggest_style(TORCHRUN_SCRIPT, ["data", "--multiprocessing-distributed"])
+    assert flagged.style == "spawn" and "--multiprocessing-distributed" in flagged.why
+    assert suggest_style("def broken(:\n    mp.spawn(f, nprocs=2)\n").why.startswith("the script calls mp.spawn() (line 2)")
+    assert suggest_style(None) is None
+
+
+def test_the_busy_port_note_names_a_real_holder_and_says_when_it_cannot():
+    text = ("RuntimeError: The server socket has failed to listen on any local network address. port: 12355, "
+            "useIpv6: false, code: -98, name: EADDRINUSE, message: address already in use")
+    assert port_in_text(text) == 12355
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        note = busy_port_note(text.replace("12355", str(port)))
+        assert note.startswith(f"port {port} is already in use, held by ") and f"(pid {os.getpid()}" in note
+        assert port_owner(port)["pid"] == os.getpid()
+    gone = busy_port_note(text, owner_of=lambda _port: None)
+    assert "a process that has exited since" in gone
+    assert "does not say which port" in busy_port_note("OSError: [Errno 98] Address already in use")
+    assert busy_port_note("RuntimeError: connection refused") is None
+
+
+def test_the_rank_side_and_the_launcher_agree_on_the_spawn_names():
+    assert (spawnchild.LOGS_ENV, spawnchild.ROOT_ENV, spawnchild.CHILD_ENV) == (
+        spawned.LOGS_ENV, spawned.ROOT_ENV, spawned.CHILD_ENV)
