@@ -19,7 +19,6 @@ from pathlib import Path
 
 import pytest
 
-from conftest import processes_of
 from ddpstudio.core import protocol
 from ddpstudio.core.launch import spawned
 from ddpstudio.core.launch.busyport import busy_port_note, port_in_text
@@ -27,7 +26,8 @@ from ddpstudio.core.launch.rundir import RunDir
 from ddpstudio.core.rendezvous.ports import find_free_port, port_owner
 from ddpstudio.core.scriptstyle import suggest_style
 from ddpstudio.rank import spawnchild
-from studio import SCRIPTS, ddpstudio, events, final, of_type
+from tests.conftest import processes_of
+from tests.studio import SCRIPTS, ddpstudio, events, final, of_type
 
 TUTORIAL = str(SCRIPTS / "tutorial_spawn.py")
 BLOG = str(SCRIPTS / "blog_spawn.py")

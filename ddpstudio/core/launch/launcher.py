@@ -308,7 +308,7 @@ class Launcher:
             ours = self.state is RunState.STOPPING and (code < 0 or self._killed or self.platform.is_windows)
             if code != 0 and not ours:
                 t, message = min(r.error_t or now, now), self._crash_message(r, code)
-                self.failures.append(script_failure(code, message, r.stderr.tail(), t, self.platform)
+                self.failures.append(script_failure(code, message, r.stderr, t, self.platform)
                                      if self.spawned else
                                      RankFailure(r.rank, code, t, message, r.stderr.tail(), self.platform))
 

@@ -187,9 +187,14 @@ class SpawnedRanks:
         return out
 
 
-def script_failure(code: int | None, message: str, tail: list[str], t: float, platform) -> RankFailure:
-    """The script's own process failed: which of its ranks failed first, when its error says so."""
-    process = re.search(r"-- Process (\d+) terminated", "\n".join(tail))
+def script_failure(code: int | None, message: str, stderr: StderrTail, t: float, platform) -> RankFailure:
+    """The script's own process failed: which of its ranks failed first, when its error says so.
+
+    ``torch.multiprocessing.spawn`` raises ``ProcessRaisedException`` with "-- Process N terminated with
+    the following error:" and the child's traceback (torch/multiprocessing/spawn.py).
+    """
+    tail = stderr.tail()
+    process = re.search(r"-- Process (\d+) terminated", "\n".join(stderr.lines))
     who = f"its process {process.group(1)}" if process else "the script"
     text = f"{who} failed first: {message}" if process else message
     return RankFailure(-1, code, t, f"the script (which starts its own ranks) failed, exit code {code}; {text}",
