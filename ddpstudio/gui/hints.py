@@ -28,7 +28,7 @@ _RULES: tuple[tuple[Hint, tuple[str, ...]], ...] = (
     (Hint("held_port", "The script's port is taken",
           "Another program listens on the port the rank wanted (named above, with the process that holds it). "
           "Scripts in the DDP tutorial's style fix MASTER_PORT (12355): change it in the script, or end that "
-          "process if it is yours."),
+          "process if it is yours (Clean up lists what killed runs left behind).", CLEANUP),
      ("is already in use, held by",)),  # core/launch/busyport.py HELD_BY
     (Hint("busy_port", "The port is already in use",
           "Another process (often an orphaned rank of an earlier run) listens on the store's port. Leave the "
