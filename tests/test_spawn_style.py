@@ -82,6 +82,7 @@ def test_every_spawned_child_is_a_rank_with_its_world_size_pid_and_exit(tutorial
     _, evs = tutorial
     joined = of_type(evs, protocol.RANK_JOINED)
     assert sorted(e.rank for e in joined) == [0, 1] and {e.get("world_size") for e in joined} == {2}
+    assert {e.get("source") for e in joined} == {"rank helper"}  # the helper ran in each spawned interpreter
     pids = {e.rank: e.get("pid") for e in joined}
     assert len(set(pids.values())) == 2
     spawned_started = {e.rank: e.get("pid") for e in of_type(evs, protocol.RANK_STARTED) if e.get("spawned")}
@@ -147,6 +148,7 @@ def test_a_stop_mid_run_ends_the_script_and_every_rank_it_spawned(studio_home):
     finally:
         if cli.poll() is None:
             cli.kill()
+    print(f"spawn-style stop took {elapsed:.1f} s")
     assert cli.returncode == protocol.EXIT_CODES["stopped"]
     assert final(events(out)).get("state") == "stopped"
     assert elapsed < 10, f"stopping took {elapsed:.1f} s"
