@@ -121,6 +121,9 @@ def test_the_blog_script_spawns_its_ranks_with_ranks_from_node_rank_and_gpu(blog
     # w starts at 0: the first loss is the target's squared norm, 14.25 x (rank + 1)^2
     assert [[e.get("loss") for e in of_type(evs, protocol.STEP) if e.rank == r][0] for r in (0, 1)] == [14.25, 57.0]
     assert final(evs).get("state") == "finished" and final(evs).get("world_size") == 2
+    from ddpstudio.core.metrics.catalog import entry
+
+    assert entry(Path(final(evs).get("run_dir"))).world_size == 2  # the runs list: the ranks' world size too
 
 
 # -- stop, and a busy hard-coded port ---------------------------------------------------------
