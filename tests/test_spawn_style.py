@@ -281,3 +281,20 @@ def test_the_windows_command_line_says_the_style_the_cli_would_not_guess():
     assert run_arguments(overridden) == ["--script", TUTORIAL, "--script-style", "args"]
     plain = SetupState(workload="script-args", script_path=str(SCRIPTS / "args_style.py"))
     assert run_arguments(plain) == ["--script", str(SCRIPTS / "args_style.py")]
+
+
+def test_a_spawned_process_that_fails_unnoticed_still_fails_the_run(studio_home):
+    res = ddpstudio("run", "--json", "--script", str(SCRIPTS / "spawn_child_fails.py"), "--script-style", "spawn",
+                    "--dist-args", "")
+    assert res.returncode == 1, res.stderr + res.stdout[-3000:]
+    evs = events(res.stdout)
+    done = final(evs)
+    assert done.get("state") == "failed" and done.get("world_size") is None  # no rank ever joined
+    assert re.fullmatch(r"a process the script started \(pid \d+\) failed with exit code 1: "
+                        r"ValueError: boom in a spawned child", done.get("summary")), done.get("summary")
+    logged = [(e.rank, e.get("line")) for e in of_type(evs, protocol.LOG) if e.get("pid")]
+    assert (None, "child starting") in logged and (None, "ValueError: boom in a spawned child") in logged
+    script_lines = [e.get("line") for e in of_type(evs, protocol.LOG) if e.get("stream") == "stdout" and not e.get("pid")]
+    assert script_lines == ["parent: child ended with 1, carrying on"]
+    [script] = of_type(evs, protocol.RANK_STARTED)
+    assert script.get("command")[-1].endswith("spawn_child_fails.py")  # an empty template adds nothing

@@ -87,7 +87,8 @@ def build_request(args: argparse.Namespace):
                       oversubscribe=args.oversubscribe)
     if args.script:
         style = args.script_style or chosen_style(args.script, list(args.script_args))
-        template = args.dist_args or (DEFAULT_SPAWN_ARGS if style == "spawn" else DEFAULT_DIST_ARGS)
+        template = args.dist_args if args.dist_args is not None else (
+            DEFAULT_SPAWN_ARGS if style == "spawn" else DEFAULT_DIST_ARGS)  # "" is a template too: nothing added
         request.script = ScriptSpec(path=args.script, args=list(args.script_args), style=style, dist_args=template)
         return request
     dataset = args.dataset or ("synthetic" if not args.data else _guess_dataset(args.data))

@@ -108,9 +108,11 @@ class SpawnedRanks:
 
     def failures(self, platform) -> list[RankFailure]:
         """Children that exited with an error status (for a script that did not notice them failing)."""
-        return [RankFailure(c.rank if c.rank is not None else -1, c.exit_code, c.ended_t or time.time(),
-                            c.stderr.message() or f"a rank the script started (pid {c.pid}) failed",
-                            c.stderr.tail(), platform)
+        return [RankFailure(c.rank, c.exit_code, c.ended_t or time.time(), c.stderr.message() or "no error message",
+                            c.stderr.tail(), platform) if c.rank is not None else
+                RankFailure(-1, c.exit_code, c.ended_t or time.time(),
+                            f"a process the script started (pid {c.pid}) failed with exit code {c.exit_code}: "
+                            f"{c.stderr.message() or 'no error message'}", c.stderr.tail(), platform)
                 for c in self.children.values() if c.exit_code not in (None, 0)]
 
     # -- the children -------------------------------------------------------------------------
@@ -147,6 +149,8 @@ class SpawnedRanks:
                 out.append(ev)
         for stream, tail in (("stderr", child.err), ("stdout", child.out)):
             for text, redrawn in tail.read_segments(final):
+                if stream == "stderr" and not redrawn:
+                    child.stderr.add(text)  # kept for the root cause, rank or not
                 if child.rank is not None:
                     out += self._line(child, stream, text, redrawn)
                 elif len(child.pending) < MAX_PENDING:
@@ -157,8 +161,6 @@ class SpawnedRanks:
         """One output line of a child that named its rank: its log line, and the loss it may carry."""
         out: list[protocol.Event] = []
         if not redrawn:
-            if stream == "stderr":
-                child.stderr.add(text)
             out.append(protocol.make_event(protocol.LOG, rank=child.rank, stream=stream, line=text))
         found = child.scraper.feed(text) if not child.reports_steps else None
         if found is not None:
