@@ -159,6 +159,11 @@ def test_a_stop_mid_run_ends_the_script_and_every_rank_it_spawned(studio_home):
 
     assert len(pids) == 2 and not any(psutil.pid_exists(pid) and psutil.Process(pid).status() != "zombie"
                                       for pid in pids)
+    from ddpstudio.core.metrics.history import read_history
+    from ddpstudio.core.metrics.rows import CPU_PCT
+
+    # The load of each spawned rank is sampled under its rank (the sampler's first reading after a join).
+    assert read_history(run_dir).keys(CPU_PCT) == [0, 1]
 
 
 def test_a_busy_hard_coded_port_is_named_with_the_process_that_holds_it(studio_home):

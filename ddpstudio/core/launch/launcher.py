@@ -147,7 +147,8 @@ class Launcher:
                 break  # stopped in the first moments (Ctrl+C): start no more ranks
             self._spawn(rank, plan_path)
             self._write_processes()
-        self._history.watch({r.rank: r.proc.pid for r in self.ranks})
+        # Spawn style: the script's own process is no rank; its ranks are watched once they join.
+        self._history.watch({} if self.spawned else {r.rank: r.proc.pid for r in self.ranks})
         self.state = RunState.RUNNING
 
     def _spawn(self, rank: int, plan_path: str) -> None:
@@ -256,6 +257,8 @@ class Launcher:
         if self.spawned is not None:
             for ev in self.spawned.pump(final):
                 self.emit(ev)
+                if ev.type == protocol.RANK_STARTED and self._history is not None:
+                    self._history.watch(self.spawned.rank_pids())  # load per spawned rank, not the script's
             if self.spawned.all_joined():
                 for r in self.ranks:
                     r.joined = True  # every rank the script started has joined: no stall to watch

@@ -102,6 +102,10 @@ class SpawnedRanks:
         sizes = [c.world_size for c in self.children.values() if c.world_size]
         return max(sizes) if sizes else None
 
+    def rank_pids(self) -> dict[int, int]:
+        """rank -> pid of every child that named its rank (for the per-rank load in history.jsonl)."""
+        return {c.rank: c.pid for c in self.children.values() if c.rank is not None}
+
     def all_joined(self) -> bool:
         ranks = {c.rank for c in self.children.values() if c.rank is not None}
         return self.world_size is not None and len(ranks) >= self.world_size
