@@ -112,12 +112,7 @@ class SpawnedRanks:
 
     def failures(self, platform) -> list[RankFailure]:
         """Children that exited with an error status (for a script that did not notice them failing)."""
-        return [RankFailure(c.rank, c.exit_code, c.ended_t or time.time(), c.stderr.message() or "no error message",
-                            c.stderr.tail(), platform) if c.rank is not None else
-                RankFailure(-1, c.exit_code, c.ended_t or time.time(),
-                            f"a process the script started (pid {c.pid}) failed with exit code {c.exit_code}: "
-                            f"{c.stderr.message() or 'no error message'}", c.stderr.tail(), platform)
-                for c in self.children.values() if c.exit_code not in (None, 0)]
+        return [_failure(c, platform) for c in self.children.values() if c.exit_code not in (None, 0)]
 
     # -- the children -------------------------------------------------------------------------
     def _discover(self) -> None:
@@ -191,6 +186,14 @@ class SpawnedRanks:
                                        line=f"a process the script started (pid {child.pid}) ended before it "
                                             f"joined a process group (exit code {code})"))
         return out
+
+
+def _failure(child: Child, platform) -> RankFailure:
+    message = child.stderr.message() or "no error message"
+    if child.rank is None:  # failed before it joined: named by its pid
+        message = f"a process the script started (pid {child.pid}) failed with exit code {child.exit_code}: {message}"
+    return RankFailure(-1 if child.rank is None else child.rank, child.exit_code, child.ended_t or time.time(),
+                       message, child.stderr.tail(), platform)
 
 
 def script_failure(code: int | None, message: str, stderr: StderrTail, t: float, platform) -> RankFailure:
