@@ -9,7 +9,10 @@ fresh interpreter with the parent's environment, so the rank helper's
   output stays in the files the launcher gave it);
 - in a process the script started, points file descriptors 1 and 2 at
   ``child-<pid>.out.log`` / ``child-<pid>.err.log`` in the run's logs folder
-  (Python's and native writes alike), and records the exit status in
+  (Python's and native writes alike: on Windows the UCRT's ``_dup2`` also
+  moves the Win32 standard handles of a console program, ranks run
+  ``python.exe``; ucrt ``lowio/osfinfo.cpp`` ``__acrt_lowio_set_os_handle``),
+  and records the exit status in
   ``child-<pid>.exit``; its events go to ``child-<pid>.jsonl`` (rank/emit.py).
   The launcher (core/launch/spawned.py) attributes those files to the rank
   the child names when it calls ``init_process_group``;
@@ -41,7 +44,9 @@ def setup() -> bool:
     if not logs:
         return False
     if ROOT_ENV not in os.environ:
-        # os.environ writes through to the process environment, so every child started later inherits it.
+        # os.environ writes through to the process environment (putenv), so every child started later
+        # inherits it; multiprocessing in a Windows venv passes os.environ.copy() to CreateProcess itself
+        # (multiprocessing/popen_spawn_win32.py, bpo-35797).
         os.environ[ROOT_ENV] = str(os.getpid())
         return False
     if CHILD_ENV in os.environ:
