@@ -45,3 +45,18 @@ def test_the_window_picks_spawn_style_says_why_and_plots_each_spawned_rank(qtbot
     log = window.log_view.shown_text()
     assert "rank 0 step 5 loss" in log and "rank 1 step 5 loss" in log
     assert_nothing_left(qtbot, studio_home)
+
+
+def test_the_summary_card_says_the_ranks_world_size_and_no_rank_for_the_scripts_own_failure():
+    from ddpstudio.core import protocol
+    from ddpstudio.core.platform import current
+    from ddpstudio.gui.run_metrics import RunMetrics
+    from ddpstudio.gui.run_story import summary
+
+    m = RunMetrics()
+    m.feed(protocol.make_event(protocol.RUN_STARTED, world_size=None, script_style="spawn"))
+    m.feed(protocol.make_event(protocol.RANK_JOINED, rank=1, world_size=2, pid=11))
+    assert m.info["world_size"] == 2  # the progress line's "1 of 2" counts against the ranks' world size
+    m.feed(protocol.make_event(protocol.RUN_FINISHED, state="failed", duration_s=3.0, world_size=2,
+                               root_cause={"rank": -1, "exit_code": 1}))
+    assert summary(m, current()).startswith("Failed after 3.0 s · 2 ranks · exit code 1")

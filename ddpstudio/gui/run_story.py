@@ -52,7 +52,10 @@ def summary(m: RunMetrics, platform: Platform) -> str:
         parts.append(f"{world} rank{'s' if world != 1 else ''}")
     cause = final.get("root_cause") or {}
     if state == "failed" and cause:
-        parts.append(f"rank {cause.get('rank')}: {describe_exit(cause.get('exit_code'), platform)}")
+        rank = cause.get("rank")
+        # rank -1: not one rank's failure (a spawn-style script's own process, the disk, the launcher)
+        who = f"rank {rank}: " if isinstance(rank, int) and rank >= 0 else ""
+        parts.append(who + describe_exit(cause.get("exit_code"), platform))
     elif state == "stopped":
         parts.append("stopped on request")
     loss = m.global_loss.data()[1]
