@@ -303,3 +303,23 @@ def test_a_spawned_process_that_fails_unnoticed_still_fails_the_run(studio_home)
     assert script_lines == ["parent: child ended with 1, carrying on"]
     [script] = of_type(evs, protocol.RANK_STARTED)
     assert script.get("command")[-1].endswith("spawn_child_fails.py")  # an empty template adds nothing
+
+
+def test_the_script_is_planned_once_with_the_node_template_and_no_rank_variables(studio_home):
+    from ddpstudio.core.gpu import detect_inventory
+    from ddpstudio.core.launch.commands import rank_command, rank_env
+    from ddpstudio.core.plan import DEFAULT_SPAWN_ARGS, ScriptSpec
+    from ddpstudio.core.platform import current
+    from ddpstudio.core.policy import Request, build_plan
+
+    request = Request(script=ScriptSpec(path=BLOG, args=["--multiprocessing-distributed"], style="spawn",
+                                        dist_args=DEFAULT_SPAWN_ARGS))
+    plan = build_plan(request, current(), detect_inventory())
+    assert plan.world_size == 1 and any("starts its own ranks" in r for r in plan.reasons)
+    assert rank_command(plan, 0, "plan.json")[-9:] == [
+        "--multiprocessing-distributed", "--dist-url", plan.init_method, "--dist-backend", "gloo",
+        "--world-size", "1", "--rank", "0"]
+    env = rank_env(plan, 0, "/events", base={"RANK": "5", spawned.CHILD_ENV: "7", "PATH": "/bin"})
+    assert not {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", spawned.CHILD_ENV} & set(env)
+    assert env[spawned.LOGS_ENV] == str(RunDir.at(plan.run_dir).logs_dir)
+    assert env["PYTHONPATH"].split(os.pathsep)[0].endswith(os.path.join("rank", "helper"))
