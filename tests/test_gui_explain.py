@@ -11,6 +11,7 @@ from PySide6.QtGui import QGuiApplication
 
 from ddpstudio.cli.run import add_parser, build_request
 from ddpstudio.core import protocol
+from ddpstudio.core.plan import DEFAULT_SPAWN_ARGS
 from ddpstudio.core.platform import current
 from ddpstudio.gui.command_line import command_line, run_arguments
 from ddpstudio.gui.dialogs import ScriptedDialogs
@@ -21,6 +22,7 @@ from ddpstudio.gui.run_metrics import RunMetrics
 from ddpstudio.gui.run_narrator import RunNarrator
 from ddpstudio.gui.run_story import start_phase, summary
 from ddpstudio.gui.settings import Settings
+from tests.studio import SCRIPTS
 from tests.test_gui_window import DEMO, RUN_TIMEOUT_MS, assert_nothing_left, launch, open_window  # noqa: F401
 
 pytestmark = pytest.mark.gui
@@ -154,6 +156,10 @@ STATES = [
     SetupState(workload="script-args", script_path="/s/main.py", script_args="--arch resnet50 'a b'",
                dist_args="--url {url} --rank {rank}", store="tcp", port=29512),
     SetupState(workload="script-env", script_path="/s/train.py"),
+    # Spawn style (issue 11): no ranks, the node-level template; and args style kept for an mp.spawn script.
+    SetupState(workload="script-spawn", script_path="/s/main.py", script_args="--multiprocessing-distributed",
+               dist_args=DEFAULT_SPAWN_ARGS, world_size=2),
+    SetupState(workload="script-args", script_path=str(SCRIPTS / "tutorial_spawn.py")),
 ]
 
 

@@ -58,6 +58,8 @@ class ProgressView:
         self.model_path: str | None = None
         self.show_output = show_output  # a script's own stdout/stderr: "0" (rank 0), "all" or "none"
         self.kind: str | None = None  # run_started's kind: only scripts have output of their own to show
+        self.world_size: int | None = None  # as the ranks report it (rank_joined), once known
+        self.joined: set[int] = set()
 
     def feed(self, event: protocol.Event) -> None:
         handler = getattr(self, f"_handle_{event.type}", None)
@@ -78,13 +80,24 @@ class ProgressView:
             self.out.flush()
 
     def _handle_run_started(self, ev: protocol.Event) -> None:
-        self._print(f"run {ev.get('run_id')}: {ev.get('world_size')} ranks, {ev.get('backend')} on "
+        ranks = f"{ev.get('world_size')} ranks" if ev.get("world_size") else "ranks started by the script"
+        self._print(f"run {ev.get('run_id')}: {ranks}, {ev.get('backend')} on "
                     f"{ev.get('device')}, {ev.get('store')} store")
         for reason in ev.get("reasons") or []:
             self._print(f"  - {reason}")
         self._print(f"  run folder: {ev.get('run_dir')}")
         self.total = ev.get("max_steps")
         self.kind = ev.get("kind")
+
+    def _handle_rank_joined(self, ev: protocol.Event) -> None:
+        """All ranks joined: said once, with the world size their process groups report."""
+        size = ev.get("world_size")
+        if ev.rank is None or not isinstance(size, int) or ev.rank in self.joined:
+            return
+        self.joined.add(ev.rank)
+        if len(self.joined) == size and self.world_size is None:
+            self.world_size = size
+            self._print(f"all {size} ranks joined (world size {size}, as the ranks report it)")
 
     def _handle_global_step(self, ev: protocol.Event) -> None:
         step, now = int(ev.get("step", 0)), time.monotonic()
@@ -151,7 +164,8 @@ class ProgressView:
     def _handle_run_finished(self, ev: protocol.Event) -> None:
         state = ev.get("state")
         duration = ev.get("duration_s") or 0.0
-        self._print(f"run {state} after {duration:.1f} s")
+        world = ev.get("world_size") or self.world_size
+        self._print(f"run {state} after {duration:.1f} s" + (f" (world size {world})" if world else ""))
         if self.model_path:
             self._print(f"trained weights: {self.model_path} (loading them: README, 'Using the trained model')")
         cause = ev.get("root_cause")

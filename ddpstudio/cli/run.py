@@ -8,7 +8,7 @@ import sys
 
 from ddpstudio.cli.progress import SHOW_OUTPUT
 from ddpstudio.core import protocol
-from ddpstudio.core.plan import DEFAULT_DIST_ARGS, LR_SCHEDULES, RecipeSpec, ScriptSpec
+from ddpstudio.core.plan import DEFAULT_DIST_ARGS, DEFAULT_SPAWN_ARGS, LR_SCHEDULES, RecipeSpec, ScriptSpec
 
 EXIT_BAD_INPUT = 2
 DEMO_STEPS = 40
@@ -25,12 +25,16 @@ def add_parser(sub) -> None:
     what.add_argument("--dataset", choices=("synthetic", "folder", "cifar10"),
                       help="data source (default: synthetic, or guessed from --data)")
     what.add_argument("--script", metavar="PATH", help="run your own training script instead")
-    what.add_argument("--script-style", choices=("args", "env"), default="args",
-                      help="args: distributed settings appended as arguments (PyTorch examples style); "
-                           "env: torchrun's environment variables")
-    what.add_argument("--dist-args", metavar="TEMPLATE", default=DEFAULT_DIST_ARGS,
-                      help=f"argument template appended to each rank's command in --script-style args (default: "
-                           f"{DEFAULT_DIST_ARGS!r}). Fields: {{url}} the store's init URL, {{backend}}, "
+    what.add_argument("--script-style", choices=("args", "env", "spawn"),
+                      help="args: started once per rank, distributed settings appended as arguments (PyTorch "
+                           "examples style); env: torchrun's environment variables; spawn: started once, the "
+                           "script starts its own ranks (mp.spawn, --multiprocessing-distributed). Default: "
+                           "spawn when the script calls mp.spawn or its arguments contain "
+                           "--multiprocessing-distributed, else args")
+    what.add_argument("--dist-args", metavar="TEMPLATE",
+                      help=f"argument template appended to the script's command in --script-style args (each "
+                           f"rank; default: {DEFAULT_DIST_ARGS!r}) and spawn (once; default: "
+                           f"{DEFAULT_SPAWN_ARGS!r}). Fields: {{url}} the store's init URL, {{backend}}, "
                            "{world_size}, {rank}, {local_rank} (the rank on this machine), {gpu} (the CUDA device "
                            "index the rank should use: its local rank, or 0 with --one-gpu-per-rank; GPU runs "
                            "only), {port} and {addr} (the TCP store's). A template that says env:// gets "
@@ -99,8 +103,11 @@ def build_request(args: argparse.Namespace):
                       grad_compression=args.grad_compression, rank_helper=not args.no_rank_helper,
                       oversubscribe=args.oversubscribe)
     if args.script:
-        request.script = ScriptSpec(path=args.script, args=list(args.script_args), style=args.script_style,
-                                    dist_args=args.dist_args, one_gpu_per_rank=args.one_gpu_per_rank)
+        style = args.script_style or chosen_style(args.script, list(args.script_args))
+        template = args.dist_args if args.dist_args is not None else (
+            DEFAULT_SPAWN_ARGS if style == "spawn" else DEFAULT_DIST_ARGS)  # "" is a template too: nothing added
+        request.script = ScriptSpec(path=args.script, args=list(args.script_args), style=style, dist_args=template,
+                                    one_gpu_per_rank=args.one_gpu_per_rank)
         return request
     dataset = args.dataset or ("synthetic" if not args.data else _guess_dataset(args.data))
     max_steps = args.max_steps if args.max_steps is not None else (DEMO_STEPS if args.demo else None)
@@ -110,6 +117,18 @@ def build_request(args: argparse.Namespace):
         workers=args.workers, amp=not args.no_amp, checkpoint_dir=args.checkpoint_dir, resume=args.resume,
         lr_schedule=args.lr_schedule, warmup_steps=args.warmup_steps, eval_every=args.eval_every)
     return request
+
+
+def chosen_style(script: str, script_args: list[str]) -> str:
+    """No --script-style given: spawn when the script starts its own ranks (said on stderr), else args."""
+    from ddpstudio.core.scriptstyle import read_source, suggest_style
+
+    suggestion = suggest_style(read_source(script), script_args)
+    if suggestion is None:
+        return "args"
+    print(f"ddpstudio: script style {suggestion.style}: {suggestion.why} "
+          "(--script-style args or env overrides)", file=sys.stderr)
+    return suggestion.style
 
 
 def _guess_dataset(data_dir: str) -> str:

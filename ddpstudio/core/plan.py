@@ -28,6 +28,9 @@ def cifar_root(data_dir: str) -> Path:
 
 
 DEFAULT_DIST_ARGS = "--dist-url {url} --dist-backend {backend} --world-size {world_size} --rank {rank}"
+# Spawn style: node-level settings for a script that starts one process per GPU itself (the
+# PyTorch-on-Windows blog's command line; the script multiplies the world size by its GPUs).
+DEFAULT_SPAWN_ARGS = "--dist-url {url} --dist-backend {backend} --world-size 1 --rank 0"
 
 
 @dataclass
@@ -59,11 +62,12 @@ class RecipeSpec:
 
 @dataclass
 class ScriptSpec:
-    """A user's script: ``args`` style (PyTorch examples) or ``env`` style (torchrun)."""
+    """A user's script: ``args`` style (PyTorch examples), ``env`` style (torchrun), or ``spawn`` style
+    (started once; it starts its own ranks with ``torch.multiprocessing.spawn``)."""
 
     path: str = ""
     args: list[str] = field(default_factory=list)
-    style: str = "args"  # args | env
+    style: str = "args"  # args | env | spawn
     dist_args: str = DEFAULT_DIST_ARGS
     cwd: str | None = None  # working directory of the ranks; None keeps the launcher's
     one_gpu_per_rank: bool = False  # CUDA_VISIBLE_DEVICES: each rank sees only its own GPU, as cuda:0

@@ -194,6 +194,9 @@ def build_plan(request: Request, platform: Platform, machine: Machine,
     gpus_asked = gpu_problem(request.script, device)
     if gpus_asked:
         raise PolicyError(gpus_asked, "one_gpu_per_rank" if request.script.one_gpu_per_rank else "dist_args")
+    if style == "spawn":
+        world = Decision(1, "the script is started once and starts its own ranks (spawn style); the world "
+                            "size is the one its ranks report when they join")
     if device == "cpu" and not request.oversubscribe:
         from ddpstudio.core.capacity import measure
 

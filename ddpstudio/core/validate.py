@@ -196,11 +196,11 @@ def check_script(spec: ScriptSpec) -> list[Problem]:
         return [Problem("script", f"the script {path} does not exist; check the path")]
     if not path.is_file():
         return [Problem("script", f"{path} is a folder, not a script; choose a .py file")]
-    if spec.style not in ("args", "env"):
-        return [Problem("script_style", f"unknown script style {spec.style!r}: use args or env")]
+    if spec.style not in ("args", "env", "spawn"):
+        return [Problem("script_style", f"unknown script style {spec.style!r}: use args, env or spawn")]
     if spec.cwd and not Path(spec.cwd).is_dir():
         return [Problem("cwd", f"the working folder {spec.cwd} does not exist")]
-    if spec.style == "args":
+    if spec.style in ("args", "spawn"):
         from ddpstudio.core.launch.commands import dist_args
         from ddpstudio.core.plan import Plan
 
@@ -249,6 +249,7 @@ def check_request(request) -> list[Problem]:
     problems += check_store_path(request.store_path)
     problems += check_port(request.port)
     problems += check_rendezvous(request)
+    problems += check_spawn_world(request)
     problems += check_run_space()
     return problems
 
@@ -266,6 +267,15 @@ def check_rendezvous(request) -> list[Problem]:
         problems.append(Problem("store_path", f"a store path is for the file store, and {why} would ignore it; "
                                               "leave out the store path, or use the file store"))
     return problems
+
+
+def check_spawn_world(request) -> list[Problem]:
+    """In spawn style the script decides how many ranks it starts: a typed world size would mean nothing."""
+    if request.script is None or request.script.style != "spawn" or request.world_size in (None, 1):
+        return []
+    return [Problem("world_size", f"a script in spawn style starts its own ranks, so a world size of "
+                                  f"{request.world_size} cannot be applied; leave out --world-size and set the "
+                                  "number of processes in the script's own arguments")]
 
 
 def check_run_space() -> list[Problem]:

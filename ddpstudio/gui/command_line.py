@@ -11,8 +11,18 @@ from __future__ import annotations
 import shlex
 import subprocess
 
-from ddpstudio.core.plan import DEFAULT_DIST_ARGS, RecipeSpec
+from ddpstudio.core.plan import DEFAULT_DIST_ARGS, DEFAULT_SPAWN_ARGS, RecipeSpec
+from ddpstudio.core.scriptstyle import read_source, suggest_style
 from ddpstudio.gui.form_state import SetupState
+
+
+def _cli_would_guess_spawn(s: SetupState) -> bool:
+    """Without --script-style the CLI picks spawn for such a script: an args choice must then be said."""
+    try:
+        script_args = shlex.split(s.script_args)
+    except ValueError:
+        script_args = []
+    return suggest_style(read_source(s.script_path.strip()), script_args) is not None
 
 
 def run_arguments(s: SetupState) -> list[str]:
@@ -25,10 +35,10 @@ def run_arguments(s: SetupState) -> list[str]:
 
     if s.is_script:
         args += ["--script", s.script_path.strip()]
-        if s.workload == "script-env":
-            args += ["--script-style", "env"]
-        else:
-            flag("--dist-args", s.dist_args, DEFAULT_DIST_ARGS)
+        if s.script_style != "args" or _cli_would_guess_spawn(s):
+            args += ["--script-style", s.script_style]
+        if s.script_style != "env":
+            flag("--dist-args", s.dist_args, DEFAULT_SPAWN_ARGS if s.script_style == "spawn" else DEFAULT_DIST_ARGS)
         if s.one_gpu_per_rank:
             args.append("--one-gpu-per-rank")
     else:
@@ -51,7 +61,8 @@ def run_arguments(s: SetupState) -> list[str]:
         flag("--checkpoint-dir", s.checkpoint_dir.strip())
         if s.resume:
             args.append("--resume")
-    flag("--world-size", s.world_size, 0)
+    if s.script_style != "spawn" or not s.is_script:
+        flag("--world-size", s.world_size, 0)
     flag("--backend", s.backend, "auto")
     if s.store == "fixed":
         args += ["--store", "file"]

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 FIELD_HELP: dict[str, str] = {
     "workload": "What to train: the built-in recipe (a torchvision classifier), or your own script started "
-                "once per rank. Default: the built-in recipe.",
+                "once per rank, or once when it starts its own ranks (mp.spawn, --multiprocessing-distributed: "
+                "spawn style, chosen for you when the script shows it). Default: the built-in recipe.",
     "model": "A torchvision classification model, trained from scratch. Bigger models send bigger gradients "
              "between ranks each step, so DDP's communication share grows with them. Default: resnet18.",
     "data": "Where images come from. Synthetic needs no download and no disk; a folder is one sub-folder per "
@@ -20,7 +21,9 @@ FIELD_HELP: dict[str, str] = {
                  "{world_size} {rank} {local_rank} {gpu} (the CUDA device index the rank should use; GPU runs "
                  "only) {port} {addr}. With env:// every rank gets MASTER_ADDR and MASTER_PORT. Where your "
                  "arguments set the same flag, the template's value wins (a warning names both). Default: "
-                 "--dist-url {url} --dist-backend {backend} --world-size {world_size} --rank {rank}.",
+                 "--dist-url {url} --dist-backend {backend} --world-size {world_size} --rank {rank}; for a "
+                 "script that starts its own ranks (node-level settings): --dist-url {url} --dist-backend "
+                 "{backend} --world-size 1 --rank 0.",
     "script_cwd": "The folder your script runs in (relative paths in it resolve here). "
                   "Default: the script's own folder.",
     "world_size": "How many processes (ranks) train together; each holds a full copy of the model. "

@@ -13,7 +13,9 @@ from dataclasses import asdict, dataclass, fields
 from ddpstudio.core.plan import DEFAULT_DIST_ARGS, Plan, RecipeSpec, ScriptSpec
 from ddpstudio.core.policy import Request
 
-WORKLOADS = ("recipe", "script-args", "script-env")
+WORKLOADS = ("recipe", "script-args", "script-env", "script-spawn")
+# The form's workload for each script style, and back.
+STYLE_WORKLOADS = {"args": "script-args", "env": "script-env", "spawn": "script-spawn"}
 STORES = ("fresh", "fixed", "tcp")
 COMMON_MODELS = ("resnet18", "resnet34", "resnet50", "mobilenet_v3_small", "mobilenet_v3_large",
                  "efficientnet_b0", "convnext_tiny", "vit_b_16")
@@ -21,7 +23,7 @@ COMMON_MODELS = ("resnet18", "resnet34", "resnet50", "mobilenet_v3_small", "mobi
 
 @dataclass
 class SetupState:
-    workload: str = "recipe"  # recipe | script-args | script-env
+    workload: str = "recipe"  # recipe | script-args | script-env | script-spawn
     model: str = RecipeSpec.model
     data: str = RecipeSpec.data  # synthetic | folder | cifar10
     data_dir: str = ""
@@ -76,9 +78,14 @@ class SetupState:
     def is_script(self) -> bool:
         return self.workload.startswith("script")
 
+    @property
+    def script_style(self) -> str:
+        return next((style for style, w in STYLE_WORKLOADS.items() if w == self.workload), "args")
+
     def to_request(self) -> Request:
         """The core's request; raises ValueError(field, message) for text that cannot be split."""
-        request = Request(backend=self.backend, world_size=self.world_size or None,
+        spawn = self.workload == STYLE_WORKLOADS["spawn"]  # the script decides its ranks: no world size
+        request = Request(backend=self.backend, world_size=None if spawn else self.world_size or None,
                           store={"fresh": "auto", "fixed": "file", "tcp": "tcp"}.get(self.store, self.store),
                           store_path=self.store_path.strip() or None if self.store == "fixed" else None,
                           port=self.port or None if self.store == "tcp" else None,
@@ -91,7 +98,7 @@ class SetupState:
                 raise FieldError("script_args", f"the script arguments cannot be split ({exc}); "
                                                 "check the quotes") from exc
             request.script = ScriptSpec(path=self.script_path.strip(), args=args,
-                                        style="env" if self.workload == "script-env" else "args",
+                                        style=self.script_style,
                                         dist_args=self.dist_args, cwd=self.script_cwd.strip() or None,
                                         one_gpu_per_rank=self.one_gpu_per_rank)
         else:
@@ -120,7 +127,7 @@ def from_plan(plan: Plan) -> SetupState:
         state.store, state.store_path = "fixed", plan.store_path
     if plan.script is not None:
         s = plan.script
-        state.workload = "script-env" if s.style == "env" else "script-args"
+        state.workload = STYLE_WORKLOADS.get(s.style, "script-args")
         state.script_path, state.script_args = s.path, shlex.join(s.args)
         state.dist_args, state.script_cwd = s.dist_args, s.cwd or ""
         state.one_gpu_per_rank = s.one_gpu_per_rank

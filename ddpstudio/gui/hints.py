@@ -25,6 +25,11 @@ _RULES: tuple[tuple[Hint, tuple[str, ...]], ...] = (
           "The FileStore file was not new, so the ranks read a dead run's addresses and could not connect "
           "(pytorch #55967). Click Clean up to remove it, or use a fresh FileStore (the default).", CLEANUP),
      ("existed before this run started", "connectfullmesh failed", "a killed run left it behind")),
+    (Hint("held_port", "The script's port is taken",
+          "Another program listens on the port the rank wanted (named above, with the process that holds it). "
+          "Scripts in the DDP tutorial's style fix MASTER_PORT (12355): change it in the script, or end that "
+          "process if it is yours (Clean up lists what killed runs left behind).", CLEANUP),
+     ("is already in use, held by",)),  # core/launch/busyport.py HELD_BY
     (Hint("busy_port", "The port is already in use",
           "Another process (often an orphaned rank of an earlier run) listens on the store's port. Leave the "
           "port empty to pick a free one, or click Clean up to find and end orphaned ranks.", CLEANUP),
@@ -65,6 +70,8 @@ def hints_for(*texts: str) -> list[Hint]:
     found = [hint for hint, words in _RULES if any(w in haystack for w in words)]
     if any(h.key == "stale_store" for h in found):
         found = [h for h in found if h.key != "rendezvous"]
+    if any(h.key == "held_port" for h in found):  # the holder is named: no guessing at orphans
+        found = [h for h in found if h.key != "busy_port"]
     return found
 
 

@@ -55,7 +55,7 @@ def summarize(run_dir: Path) -> RunSummary | None:
         return None
     result = run.read_result() or {}
     return RunSummary(plan.run_id, str(run_dir), started, str(result.get("state") or "unknown"),
-                      describe(plan), plan.world_size, result.get("duration_s"))
+                      describe(plan), result.get("world_size") or plan.world_size, result.get("duration_s"))
 
 
 def list_runs(runs_dir: Path | None = None, limit: int = 500) -> list[RunSummary]:

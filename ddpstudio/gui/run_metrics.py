@@ -93,6 +93,8 @@ class RunMetrics:
     def _handle_rank_joined(self, ev: protocol.Event) -> None:
         if ev.rank is not None:
             self.joined.add(ev.rank)
+        if isinstance(ev.get("world_size"), int):  # the real one, over what was asked (spawn style: unknown)
+            self.info["world_size"] = ev.get("world_size")
 
     def _handle_model_saved(self, ev: protocol.Event) -> None:
         self.model_path = str(ev.get("path"))

@@ -47,9 +47,15 @@ def summary(m: RunMetrics, platform: Platform) -> str:
     state = str(final.get("state") or "ended")
     parts = [f"{state.capitalize()} after {duration_text(final['duration_s'])}"
              if isinstance(final.get("duration_s"), (int, float)) else state.capitalize()]
+    world = final.get("world_size") or m.info.get("world_size")
+    if world:
+        parts.append(f"{world} rank{'s' if world != 1 else ''}")
     cause = final.get("root_cause") or {}
     if state == "failed" and cause:
-        parts.append(f"rank {cause.get('rank')}: {describe_exit(cause.get('exit_code'), platform)}")
+        rank = cause.get("rank")
+        # rank -1: not one rank's failure (a spawn-style script's own process, the disk, the launcher)
+        who = f"rank {rank}: " if isinstance(rank, int) and rank >= 0 else ""
+        parts.append(who + describe_exit(cause.get("exit_code"), platform))
     elif state == "stopped":
         parts.append("stopped on request")
     loss = m.global_loss.data()[1]

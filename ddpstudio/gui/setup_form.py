@@ -17,6 +17,7 @@ from ddpstudio.core.validate import Problem
 from ddpstudio.gui.field_help import FIELD_HELP
 from ddpstudio.gui.form_state import COMMON_MODELS, SetupState
 from ddpstudio.gui.path_edit import FILE, FOLDER, NEW_FILE, PathEdit
+from ddpstudio.gui.style_offer import StyleOffer
 
 INVALID_STYLE = "border: 1px solid #c62828; border-radius: 2px;"
 ERROR_COLOUR = "#c62828"
@@ -53,7 +54,8 @@ class SetupForm(QWidget):
         e = self.editors
         e["workload"] = _combo([("recipe", "Built-in recipe (torchvision classifier)"),
                                 ("script-args", "My script: distributed settings as arguments"),
-                                ("script-env", "My script: torchrun environment variables")])
+                                ("script-env", "My script: torchrun environment variables"),
+                                ("script-spawn", "My script: starts its own ranks (mp.spawn)")])
         e["model"] = QComboBox()
         e["model"].setEditable(True)
         e["model"].addItems(COMMON_MODELS)
@@ -125,6 +127,8 @@ class SetupForm(QWidget):
         for name, editor in self.editors.items():
             (editor.edit if isinstance(editor, PathEdit) else editor).setToolTip(FIELD_HELP[name])
         self._tooltips = dict(FIELD_HELP)
+        self.style_offer = StyleOffer(e["workload"], e["script_path"], e["script_args"], e["dist_args"])
+        self._rows["workload"][1].layout().insertWidget(1, self.style_offer.note)
         self._connect()
         self.set_state(SetupState())
 
@@ -230,6 +234,7 @@ class SetupForm(QWidget):
         finally:
             for editor, was in zip(e.values(), blockers):
                 editor.blockSignals(was)
+        self.style_offer.sync()
         self._on_edit()
 
     # -- what shows ------------------------------------------------------------
@@ -245,7 +250,8 @@ class SetupForm(QWidget):
         self._set_row_visible("data_dir", recipe and s.data != "synthetic")
         for name in ("script_path", "script_args", "script_cwd"):
             self._set_row_visible(name, not recipe)
-        self._set_row_visible("dist_args", s.workload == "script-args")
+        self._set_row_visible("dist_args", s.workload in ("script-args", "script-spawn"))
+        self._set_row_visible("world_size", s.workload != "script-spawn")  # the script decides
         self._set_row_visible("store_path", s.store == "fixed")
         self._set_row_visible("port", s.store == "tcp")
         self._set_row_visible("rank_helper", not recipe)

@@ -18,6 +18,13 @@ def events_file(events_dir: str | os.PathLike, rank: int) -> Path:
     return Path(events_dir) / f"rank{rank}.jsonl"
 
 
+def spawned_events_file(events_dir: str | os.PathLike) -> Path | None:
+    """Spawn style: a rank the script started itself writes ``child-<pid>.jsonl`` (rank/spawnchild.py)."""
+    if os.environ.get("DDPSTUDIO_SPAWN_CHILD") != str(os.getpid()):  # spawnchild.CHILD_ENV
+        return None
+    return Path(events_dir) / f"child-{os.getpid()}.jsonl"
+
+
 class Emitter:
     """Appends events for one rank; every line is flushed so the launcher sees it at once."""
 
@@ -26,7 +33,7 @@ class Emitter:
         directory = events_dir if events_dir is not None else os.environ.get(EVENTS_DIR_ENV)
         self._fh: TextIO | None = None
         if directory:
-            path = events_file(directory, rank)
+            path = spawned_events_file(directory) or events_file(directory, rank)
             path.parent.mkdir(parents=True, exist_ok=True)
             self._fh = open(path, "a", encoding="utf-8", buffering=1)
 

@@ -84,7 +84,7 @@ def rank_command(plan: Plan, rank: int, plan_path: str) -> list[str]:
     script = plan.script
     assert script is not None
     cmd = [python, "-u", script.path, *script.args]
-    if script.style == "args":
+    if script.style in ("args", "spawn"):
         cmd += dist_args(script.dist_args, plan, rank)
     return cmd
 
@@ -112,6 +112,10 @@ def rank_env(plan: Plan, rank: int, events_dir: str, base: dict[str, str] | None
     env.update(plan.env)
     if plan.script is not None and plan.script.one_gpu_per_rank:
         env["CUDA_VISIBLE_DEVICES"] = visible_gpu(rank, env.get("CUDA_VISIBLE_DEVICES"))
+    if plan.script is not None and plan.script.style == "spawn":
+        from ddpstudio.core.launch.spawned import spawn_env
+
+        spawn_env(env, RunDir.at(plan.run_dir).logs_dir)
     return add_exchange_env(plan, env)
 
 

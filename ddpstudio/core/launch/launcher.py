@@ -25,6 +25,7 @@ from typing import IO, TextIO
 from ddpstudio.core import protocol
 from ddpstudio.core.exchange.crash import gloo_cuda_crash_note
 from ddpstudio.core.launch.argclash import clashes
+from ddpstudio.core.launch.busyport import busy_port_note
 from ddpstudio.core.launch.commands import rank_command, rank_env
 from ddpstudio.core.launch.diskguard import DiskProblem, GuardedWriter, probe
 from ddpstudio.core.launch.history import HistoryWriter
@@ -37,6 +38,7 @@ from ddpstudio.core.process.proctable import create_time
 from ddpstudio.core.process.proctree import SWEEP_GRACE_S, make_tree
 from ddpstudio.core.launch.rootcause import RankFailure, StderrTail
 from ddpstudio.core.launch.rundir import RunDir
+from ddpstudio.core.launch.spawned import SpawnedRanks, is_spawn_style, script_failure
 from ddpstudio.core.launch.tail import LineTail
 
 
@@ -95,11 +97,17 @@ class Launcher:
         self._history: HistoryWriter | None = None  # history.jsonl: docs/history.md
         self._finished = False  # run_finished was emitted: the stream has its one ending
         self._claimed = False
+        # Spawn style: the script starts its own ranks; they are found and attributed here (spawned.py).
+        self.spawned = SpawnedRanks(self.run) if is_spawn_style(plan) else None
+        self.world_seen: int | None = None  # the world size the ranks' process groups report
         # A script's steps: printed and reported ones counted once, and their mean over ranks (global_step).
-        self.steps = ScriptSteps(plan.world_size) if plan.script is not None else None
+        # Spawn style: the world size is not known in advance, so no global mean (per-rank curves only).
+        self.steps = ScriptSteps(plan.world_size) if plan.script is not None and self.spawned is None else None
 
     # -- output --------------------------------------------------------------
     def emit(self, event: protocol.Event) -> None:
+        if event.type == protocol.RANK_JOINED and isinstance(event.get("world_size"), int):
+            self.world_seen = max(self.world_seen or 0, event.get("world_size"))
         line = event.to_line() + "\n"
         if self._merged is not None:
             self._merged.write(line)
@@ -132,7 +140,8 @@ class Launcher:
         self._history = HistoryWriter(self.plan.run_dir, self.plan, self.t0)
         p = self.plan
         self.emit(protocol.make_event(
-            protocol.RUN_STARTED, run_id=p.run_id, run_dir=p.run_dir, world_size=p.world_size,
+            protocol.RUN_STARTED, run_id=p.run_id, run_dir=p.run_dir,
+            world_size=None if self.spawned else p.world_size, script_style=p.script.style if p.script else None,
             backend=p.backend, device=p.device, store=p.store, init_method=p.init_method,
             store_path=p.store_path, reasons=p.reasons, effective_batch=p.effective_batch, lr=p.lr,
             kind=p.kind, launcher_pid=os.getpid(),
@@ -145,7 +154,8 @@ class Launcher:
                 break  # stopped in the first moments (Ctrl+C): start no more ranks
             self._spawn(rank, plan_path)
             self._write_processes()
-        self._history.watch({r.rank: r.proc.pid for r in self.ranks})
+        # Spawn style: the script's own process is no rank; its ranks are watched once they join.
+        self._history.watch({} if self.spawned else {r.rank: r.proc.pid for r in self.ranks})
         self.state = RunState.RUNNING
 
     def _spawn(self, rank: int, plan_path: str) -> None:
@@ -157,9 +167,14 @@ class Launcher:
         proc = self.tree.spawn(cmd, env, cwd, out, err)
         rp = RankProc(rank, proc, LineTail(self.run.rank_events(rank)), LineTail(self.run.stdout(rank)),
                       LineTail(self.run.stderr(rank)), [out, err],
-                      scraper=LossScraper() if self.plan.script else None, created=create_time(proc.pid))
+                      scraper=LossScraper() if self.plan.script and not self.spawned else None,
+                      created=create_time(proc.pid))
         self.ranks.append(rp)
-        self.emit(protocol.make_event(protocol.RANK_STARTED, rank=rank, pid=proc.pid, command=cmd))
+        self.emit(protocol.make_event(protocol.RANK_STARTED, rank=self._tag(rp), pid=proc.pid, command=cmd))
+
+    def _tag(self, r: RankProc) -> int | None:
+        """The rank a process's lines are shown under: none for a spawn-style script's own process."""
+        return None if self.spawned is not None else r.rank
 
     def _write_processes(self) -> None:
         """processes.json in the run folder, and the run's registry record (what 'ddpstudio clean' trusts)."""
@@ -248,6 +263,14 @@ class Launcher:
     def _pump(self, final: bool = False) -> None:
         for r in self.ranks:
             self._pump_rank(r, final)
+        if self.spawned is not None:
+            for ev in self.spawned.pump(final):
+                self.emit(ev)
+                if ev.type == protocol.RANK_STARTED and self._history is not None:
+                    self._history.watch(self.spawned.rank_pids())  # load per spawned rank, not the script's
+            if self.spawned.all_joined():
+                for r in self.ranks:
+                    r.joined = True  # every rank the script started has joined: no stall to watch
         if self.steps is not None:
             self._emit_all(self.steps.settle())
 
@@ -272,7 +295,7 @@ class Launcher:
                 if not redrawn:  # a progress bar's intermediate updates are read, not logged
                     if stream == "stderr":
                         r.stderr.add(line)
-                    self.emit(protocol.make_event(protocol.LOG, rank=r.rank, stream=stream, line=line))
+                    self.emit(protocol.make_event(protocol.LOG, rank=self._tag(r), stream=stream, line=line))
                 if r.scraper is not None and not r.reports_steps:
                     self._scraped(r, r.scraper.feed(line))
         if final and self.steps is not None:
@@ -290,8 +313,10 @@ class Launcher:
         else:
             r.joined = True
             ev = protocol.make_event(protocol.STEP, rank=r.rank, step=found.step, loss=found.loss, source="scraped")
-        if self.steps is not None:  # always so: only scripts are scraped
+        if self.steps is not None:
             self.steps.scraped(ev, time.monotonic())  # emitted once it is known not to be reported too
+        else:  # spawn style: the script's own process, outside the ranks it starts
+            self.emit(ev)
 
     def _reap(self) -> None:
         for r in self.ranks:
@@ -305,15 +330,20 @@ class Launcher:
             self._pump_rank(r, final=True)
             for fh in r.files:
                 fh.close()
-            self.emit(protocol.make_event(protocol.RANK_EXITED, rank=r.rank, exit_code=code))
+            self.emit(protocol.make_event(protocol.RANK_EXITED, rank=self._tag(r), exit_code=code))
             ours = self.state is RunState.STOPPING and (code < 0 or self._killed or self.platform.is_windows)
             if code != 0 and not ours:
-                self.failures.append(RankFailure(r.rank, code, min(r.error_t or now, now),
-                                                 self._crash_message(r, code), r.stderr.tail(), self.platform))
+                t, message = min(r.error_t or now, now), self._crash_message(r, code)
+                self.failures.append(script_failure(code, message, r.stderr, t, self.platform)
+                                     if self.spawned else
+                                     RankFailure(r.rank, code, t, message, r.stderr.tail(), self.platform))
 
     def _crash_message(self, r: RankProc, code: int) -> str:
         """The rank's last words; for a native crash with Gloo on CUDA, what it probably was (pytorch #186535)."""
         message = r.stderr.message()
+        busy = busy_port_note("\n".join(r.stderr.tail(40)))
+        if busy:
+            message = f"{busy} ({message})" if message else busy
         p = self.plan
         note = gloo_cuda_crash_note(p.backend, p.device, getattr(p, "grad_exchange", None), code, self.platform)
         if note is None:
@@ -355,6 +385,8 @@ class Launcher:
 
     # -- the end -------------------------------------------------------------
     def _finish(self) -> RunState:
+        if self.spawned is not None and not self.failures and not self.stop_requested.is_set():
+            self.failures += self.spawned.failures(self.platform)  # the script ignored a failed rank
         causes = self.failures + ([self.stall] if self.stall else [])
         root = self._disk_root(min(causes, key=lambda f: f.t) if causes else None)
         if root is not None:
@@ -367,7 +399,7 @@ class Launcher:
         result = {"run_id": self.plan.run_id, "state": self.state.value, "duration_s": duration,
                   "root_cause": root.to_dict() if root else None,
                   "summary": root.summary() if root else None, "stop_reason": self.stop_reason or None,
-                  "exit_codes": {str(r.rank): r.exit_code for r in self.ranks}}
+                  "exit_codes": {str(r.rank): r.exit_code for r in self.ranks}, "world_size": self.world_seen}
         self.run.write_json(self.run.result, result)
         if self.plan.store_path and not self.plan.store_is_fixed:
             # A fresh store is ours alone; once every rank is gone it is only a hazard.
@@ -377,7 +409,7 @@ class Launcher:
         self._finished = True
         self.emit(protocol.make_event(protocol.RUN_FINISHED, state=self.state.value, duration_s=duration,
                                       root_cause=result["root_cause"], summary=result["summary"],
-                                      run_dir=self.plan.run_dir))
+                                      run_dir=self.plan.run_dir, world_size=self.world_seen))
         self.tree.close()
         if self._history is not None:
             self._history.close()

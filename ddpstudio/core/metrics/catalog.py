@@ -135,7 +135,7 @@ def entry(folder: Path, live: dict[str, int] | None = None) -> RunEntry | None:
     if duration is None and history.tracks:
         duration = max(t.t[-1] for t in history.tracks.values() if t.t)
     return RunEntry(plan.run_id, str(folder), started, duration, state, getattr(plan, "origin", "run"),
-                    describe(plan), plan.world_size, plan.backend, plan.device,
+                    describe(plan), result.get("world_size") or plan.world_size, plan.backend, plan.device,
                     plan.recipe.batch_size if plan.recipe else None, plan.effective_batch,
                     final_loss(history), best_eval(history), mean_rate(history), folder_size(folder), plan.lr)
 

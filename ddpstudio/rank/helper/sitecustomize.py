@@ -67,27 +67,40 @@ class _Watch:
         return spec
 
 
-def _watch_for_stop():
-    """The launcher's polite stop, the run's stop file: KeyboardInterrupt here, as Ctrl+C would (Windows).
+def _load(name):
+    """A module of ``ddpstudio/rank`` loaded from its file alone: no package of ours is imported at start-up."""
+    from importlib.util import module_from_spec, spec_from_file_location
 
-    ``rank/stopwatch.py`` is loaded from its file alone, so no package of ours is imported at start-up.
-    """
+    source = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), name + ".py")
+    spec = spec_from_file_location("_ddpstudio_" + name, source)
+    module = module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _watch_for_stop():
+    """The launcher's polite stop, the run's stop file: KeyboardInterrupt here, as Ctrl+C would (Windows)."""
     path = os.environ.get("DDPSTUDIO_STOP_FILE")  # core.protocol.STOP_FILE_ENV
     if not path:
         return
     try:
-        from importlib.util import module_from_spec, spec_from_file_location
-
-        source = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "stopwatch.py")
-        spec = spec_from_file_location("_ddpstudio_stopwatch", source)
-        module = module_from_spec(spec)
-        spec.loader.exec_module(module)
-        module.watch(path)
+        _load("stopwatch").watch(path)
     except Exception as exc:
         _warn("could not watch for the stop file (a stop ends this rank the hard way)", exc)
 
 
+def _spawned_rank():
+    """Spawn style: a process the script started writes to output files of its own (rank/spawnchild.py)."""
+    if not os.environ.get("DDPSTUDIO_SPAWN_LOGS"):  # rank/spawnchild.py LOGS_ENV
+        return
+    try:
+        _load("spawnchild").setup()
+    except Exception as exc:
+        _warn("could not give this spawned process its own log (its output goes to the script's)", exc)
+
+
 _chain()
+_spawned_rank()
 _watch_for_stop()
 if WATCHED in sys.modules:  # imported by the chained sitecustomize: too late to watch, hook it now
     try:

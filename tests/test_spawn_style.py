@@ -1,0 +1,325 @@
+"""Issue 11 §1: scripts that start their own ranks (``--script-style spawn``), run for real.
+
+Two real scripts (tests/scripts): the official DDP tutorial's structure
+(``mp.spawn``, MASTER_PORT set inside the script) and the ImageNet example's
+(``--multiprocessing-distributed``, rank = node rank x GPUs + GPU). Each runs
+once through the CLI with real Gloo on the CPU; one run serves several
+assertions. Then a stop mid-run and a busy hard-coded port.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from ddpstudio.core import protocol
+from ddpstudio.core.launch import spawned
+from ddpstudio.core.launch.busyport import busy_port_note, port_in_text
+from ddpstudio.core.launch.rundir import RunDir
+from ddpstudio.core.rendezvous.ports import find_free_port, port_owner
+from ddpstudio.core.scriptstyle import suggest_style
+from ddpstudio.rank import spawnchild
+from tests.conftest import processes_of
+from tests.studio import SCRIPTS, ddpstudio, events, final, of_type
+
+TUTORIAL = str(SCRIPTS / "tutorial_spawn.py")
+BLOG = str(SCRIPTS / "blog_spawn.py")
+LOSS = re.compile(r"loss: (?P<loss>[\d.]+)|Loss (?P<sci>[\d.e+-]+) ")
+
+
+def run_in(home: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    full = dict(os.environ, DDPSTUDIO_HOME=str(home), **(env or {}))
+    res = ddpstudio("run", "--json", *args, env=full)
+    assert not processes_of(home), "a process of the run was left running"
+    return res
+
+
+@pytest.fixture(scope="module")
+def tutorial(tmp_path_factory):
+    home = tmp_path_factory.mktemp("home")
+    res = run_in(home, "--script", TUTORIAL, env={"TUTORIAL_PORT": str(find_free_port())})
+    return res, events(res.stdout)
+
+
+@pytest.fixture(scope="module")
+def blog(tmp_path_factory):
+    home = tmp_path_factory.mktemp("home")
+    res = run_in(home, "--script", BLOG, "--", "--multiprocessing-distributed", "--procs-per-node", "2",
+                 "--steps", "4")
+    return res, events(res.stdout)
+
+
+def lines_of(evs, rank: int, stream: str) -> list[str]:
+    return [e.get("line") for e in of_type(evs, protocol.LOG) if e.rank == rank and e.get("stream") == stream]
+
+
+def printed_losses(lines: list[str]) -> list[float]:
+    found = [LOSS.search(line) for line in lines]
+    return [float(m.group("loss") or m.group("sci")) for m in found if m]
+
+
+# -- the tutorial's structure: mp.spawn, the port set inside the script ------------------------
+def test_the_tutorial_script_is_started_once_and_runs_in_spawn_style_by_itself(tutorial):
+    res, evs = tutorial
+    assert res.returncode == 0, res.stderr + res.stdout[-3000:]
+    assert "script style spawn: the script calls mp.spawn() (line 53)" in res.stderr
+    started = of_type(evs, protocol.RUN_STARTED)[0]
+    assert started.get("script_style") == "spawn" and started.get("world_size") is None  # not known yet
+    script = [e for e in of_type(evs, protocol.RANK_STARTED) if not e.get("spawned")]
+    assert len(script) == 1 and script[0].rank is None  # one process started by us, not one per rank
+    assert script[0].get("command")[-6:] == ["--dist-backend", "gloo", "--world-size", "1", "--rank", "0"]
+    assert final(evs).get("state") == "finished" and final(evs).get("world_size") == 2
+
+
+def test_every_spawned_child_is_a_rank_with_its_world_size_pid_and_exit(tutorial):
+    _, evs = tutorial
+    joined = of_type(evs, protocol.RANK_JOINED)
+    assert sorted(e.rank for e in joined) == [0, 1] and {e.get("world_size") for e in joined} == {2}
+    assert {e.get("source") for e in joined} == {"rank helper"}  # the helper ran in each spawned interpreter
+    pids = {e.rank: e.get("pid") for e in joined}
+    assert len(set(pids.values())) == 2
+    spawned_started = {e.rank: e.get("pid") for e in of_type(evs, protocol.RANK_STARTED) if e.get("spawned")}
+    assert spawned_started == pids
+    exits = {e.rank: (e.get("exit_code"), e.get("pid")) for e in of_type(evs, protocol.RANK_EXITED) if e.get("spawned")}
+    assert exits == {0: (0, pids[0]), 1: (0, pids[1])}
+
+
+def test_each_childs_output_and_losses_are_its_own_ranks(tutorial):
+    _, evs = tutorial
+    for rank in (0, 1):
+        out, err = lines_of(evs, rank, "stdout"), lines_of(evs, rank, "stderr")
+        assert out[0] == f"Running basic DDP example on rank {rank}."  # printed before it joined: kept
+        assert [line for line in out[1:] if not line.startswith(f"rank {rank} step ")] == []
+        assert err == [f"rank {rank} note on stderr"] * 5
+        steps = [e for e in of_type(evs, protocol.STEP) if e.rank == rank]
+        assert [e.get("step") for e in steps] == [1, 2, 3, 4, 5]
+        assert [e.get("loss") for e in steps] == printed_losses(out)
+    first = {rank: [e.get("loss") for e in of_type(evs, protocol.STEP) if e.rank == rank][0] for rank in (0, 1)}
+    assert first[1] > 3 * first[0]  # rank 1 trains towards a target twice as far: one curve each, not merged
+
+
+# -- the ImageNet example's structure: --multiprocessing-distributed --------------------------
+def test_the_blog_script_spawns_its_ranks_with_ranks_from_node_rank_and_gpu(blog):
+    res, evs = blog
+    assert res.returncode == 0, res.stderr + res.stdout[-3000:]
+    assert "script style spawn: its arguments contain --multiprocessing-distributed" in res.stderr
+    [script] = [e for e in of_type(evs, protocol.RANK_STARTED) if not e.get("spawned")]
+    assert "--dist-url" in script.get("command") and script.get("command")[-4:] == ["--world-size", "1", "--rank", "0"]
+    joined = of_type(evs, protocol.RANK_JOINED)
+    assert sorted(e.rank for e in joined) == [0, 1] and {e.get("world_size") for e in joined} == {2}
+    for rank in (0, 1):
+        assert lines_of(evs, rank, "stdout")[0] == f"Use GPU: {rank} for training"
+        steps = [e for e in of_type(evs, protocol.STEP) if e.rank == rank]
+        assert len(steps) == 4 and [e.get("loss") for e in steps] == printed_losses(lines_of(evs, rank, "stdout"))
+    # w starts at 0: the first loss is the target's squared norm, 14.25 x (rank + 1)^2
+    assert [[e.get("loss") for e in of_type(evs, protocol.STEP) if e.rank == r][0] for r in (0, 1)] == [14.25, 57.0]
+    assert final(evs).get("state") == "finished" and final(evs).get("world_size") == 2
+    from ddpstudio.core.metrics.catalog import entry
+
+    assert entry(Path(final(evs).get("run_dir"))).world_size == 2  # the runs list: the ranks' world size too
+
+
+# -- stop, and a busy hard-coded port ---------------------------------------------------------
+def test_a_stop_mid_run_ends_the_script_and_every_rank_it_spawned(studio_home):
+    env = dict(os.environ, TUTORIAL_PORT=str(find_free_port()), TUTORIAL_STEPS="100000", TUTORIAL_PAUSE_S="0.2")
+    cli = subprocess.Popen([sys.executable, "-m", "ddpstudio", "run", "--json", "--script", TUTORIAL],
+                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, stdin=subprocess.DEVNULL,
+                           env=env)
+    lines, stepping, run_dir = [], set(), None
+    try:
+        for line in cli.stdout:  # until both spawned ranks train
+            lines.append(line)
+            [ev] = events(line) or [None]
+            if ev is not None and ev.type == protocol.RUN_STARTED:
+                run_dir = ev.get("run_dir")
+            if ev is not None and ev.type == protocol.STEP:
+                stepping.add(ev.rank)
+            if stepping == {0, 1}:
+                break
+        pids = [e.get("pid") for e in of_type(events("".join(lines)), protocol.RANK_JOINED)]
+        t0 = time.monotonic()
+        RunDir.at(run_dir).stop_file.touch()
+        out, _ = cli.communicate(timeout=60)
+        elapsed = time.monotonic() - t0
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+    print(f"spawn-style stop took {elapsed:.1f} s")
+    assert cli.returncode == protocol.EXIT_CODES["stopped"]
+    assert final(events(out)).get("state") == "stopped"
+    assert elapsed < 10, f"stopping took {elapsed:.1f} s"
+    import psutil
+
+    assert len(pids) == 2 and not any(psutil.pid_exists(pid) and psutil.Process(pid).status() != "zombie"
+                                      for pid in pids)
+    from ddpstudio.core.metrics.history import read_history
+    from ddpstudio.core.metrics.rows import CPU_PCT
+
+    # The load of each spawned rank is sampled under its rank (the sampler's first reading after a join).
+    assert read_history(run_dir).keys(CPU_PCT) == [0, 1]
+
+
+def test_a_busy_hard_coded_port_is_named_with_the_process_that_holds_it(studio_home):
+    holder = socket.socket()
+    holder.bind(("", 0))
+    holder.listen()
+    port = holder.getsockname()[1]
+    try:
+        res = ddpstudio("run", "--json", "--script", TUTORIAL, "--script-style", "spawn",
+                        env=dict(os.environ, TUTORIAL_PORT=str(port)))
+    finally:
+        holder.close()
+    assert res.returncode == 1, res.stderr + res.stdout[-3000:]
+    done = final(events(res.stdout))
+    assert done.get("state") == "failed"
+    summary = done.get("summary")
+    assert f"port {port} is already in use, held by " in summary and f"(pid {os.getpid()}" in summary, summary
+    assert "failed first" in summary and "orphan" not in summary and "left" not in summary.split("(")[0]
+    from ddpstudio.gui.hints import hints_for
+
+    assert [h.key for h in hints_for(summary)][0] == "held_port"
+
+
+def test_a_world_size_in_spawn_style_is_refused_before_anything_starts(studio_home):
+    res = ddpstudio("run", "--script", TUTORIAL, "--script-style", "spawn", "--world-size", "3")
+    assert res.returncode == 2
+    assert res.stderr.strip().splitlines() == [
+        "ddpstudio: error: a script in spawn style starts its own ranks, so a world size of 3 cannot be applied; "
+        "leave out --world-size and set the number of processes in the script's own arguments"]
+    assert not (studio_home / "runs").exists() or not any((studio_home / "runs").iterdir())
+
+
+# -- the pure parts ---------------------------------------------------------------------------
+IMAGENET_MAIN = '''
+def main():
+    args = parser.parse_args()
+    ngpus_per_node = torch.cuda.device_count()
+    if args.multiprocessing_distributed:
+        # Since we have ngpus_per_node processes per node, the total world_size
+        # needs to be adjusted accordingly
+        args.world_size = ngpus_per_node * args.world_size
+        # Use torch.multiprocessing.spawn to launch distributed processes: the
+        # main_worker process function
+        mp.spawn(main_worker, nprocs=ngpus_per_node, args=(ngpus_per_node, args))
+    else:
+        main_worker(args.gpu, ngpus_per_node, args)
+'''
+LIGHTNING_LIKE = "import torch.multiprocessing\n\ntorch.multiprocessing.spawn(fit, nprocs=4)\n"
+TORCHRUN_SCRIPT = '''"""Launch me with torchrun; do not use mp.spawn(...) here."""
+import os
+import torch.distributed as dist
+
+# mp.spawn(main, nprocs=2)  # the old way
+dist.init_process_group("gloo")
+print("spawn", os.environ["RANK"])
+'''
+
+
+def test_the_detector_reads_real_scripts_and_says_why():
+    assert suggest_style(IMAGENET_MAIN).why == "the script calls mp.spawn() (line 11): it starts its own ranks"
+    assert suggest_style(LIGHTNING_LIKE).why.startswith("the script calls torch.multiprocessing.spawn() (line 3)")
+    assert suggest_style("import multiprocessing\nmultiprocessing.spawn(f)\n").style == "spawn"
+    assert suggest_style(TORCHRUN_SCRIPT) is None  # in a docstring and a comment only
+    assert suggest_style(TORCHRUN_SCRIPT, ["--epochs", "3"]) is None
+    flagged = suggest_style(TORCHRUN_SCRIPT, ["data", "--multiprocessing-distributed"])
+    assert flagged.style == "spawn" and "--multiprocessing-distributed" in flagged.why
+    assert suggest_style("def broken(:\n    mp.spawn(f, nprocs=2)\n").why.startswith("the script calls mp.spawn() (line 2)")
+    assert suggest_style(None) is None
+
+
+def test_the_busy_port_note_names_a_real_holder_and_says_when_it_cannot():
+    text = ("RuntimeError: The server socket has failed to listen on any local network address. port: 12355, "
+            "useIpv6: false, code: -98, name: EADDRINUSE, message: address already in use")
+    assert port_in_text(text) == 12355
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        note = busy_port_note(text.replace("12355", str(port)))
+        assert note.startswith(f"port {port} is already in use, held by ") and f"(pid {os.getpid()}" in note
+        assert port_owner(port)["pid"] == os.getpid()
+    gone = busy_port_note(text, owner_of=lambda _port: None)
+    assert "a process that has exited since" in gone
+    assert "does not say which port" in busy_port_note("OSError: [Errno 98] Address already in use")
+    assert busy_port_note("RuntimeError: connection refused") is None
+
+
+def test_the_rank_side_and_the_launcher_agree_on_the_spawn_names():
+    assert (spawnchild.LOGS_ENV, spawnchild.ROOT_ENV, spawnchild.CHILD_ENV) == (
+        spawned.LOGS_ENV, spawned.ROOT_ENV, spawned.CHILD_ENV)
+
+
+def test_the_cli_progress_says_the_world_size_the_ranks_report():
+    import io
+
+    from ddpstudio.cli.progress import ProgressView
+
+    out = io.StringIO()
+    view = ProgressView(out=out, tty=False)
+    view.feed(protocol.make_event(protocol.RUN_STARTED, run_id="r", world_size=None, backend="gloo", device="cpu",
+                                  store="file", run_dir="/r", script_style="spawn"))
+    for rank in (0, 1, 1):
+        view.feed(protocol.make_event(protocol.RANK_JOINED, rank=rank, world_size=2, pid=10 + rank))
+    view.feed(protocol.make_event(protocol.RUN_FINISHED, state="finished", duration_s=3.0, world_size=2))
+    assert out.getvalue().splitlines() == [
+        "run r: ranks started by the script, gloo on cpu, file store", "  run folder: /r",
+        "all 2 ranks joined (world size 2, as the ranks report it)", "run finished after 3.0 s (world size 2)"]
+
+
+def test_the_windows_command_line_says_the_style_the_cli_would_not_guess():
+    from ddpstudio.gui.command_line import run_arguments
+    from ddpstudio.gui.form_state import SetupState
+
+    from ddpstudio.core.plan import DEFAULT_SPAWN_ARGS
+
+    spawn = SetupState(workload="script-spawn", script_path=TUTORIAL, world_size=4, dist_args=DEFAULT_SPAWN_ARGS)
+    assert run_arguments(spawn) == ["--script", TUTORIAL, "--script-style", "spawn"]  # default template, no ranks
+    assert spawn.to_request().world_size is None and spawn.to_request().script.style == "spawn"
+    overridden = SetupState(workload="script-args", script_path=TUTORIAL)
+    assert run_arguments(overridden) == ["--script", TUTORIAL, "--script-style", "args"]
+    plain = SetupState(workload="script-args", script_path=str(SCRIPTS / "args_style.py"))
+    assert run_arguments(plain) == ["--script", str(SCRIPTS / "args_style.py")]
+
+
+def test_a_spawned_process_that_fails_unnoticed_still_fails_the_run(studio_home):
+    res = ddpstudio("run", "--json", "--script", str(SCRIPTS / "spawn_child_fails.py"), "--script-style", "spawn",
+                    "--dist-args", "")
+    assert res.returncode == 1, res.stderr + res.stdout[-3000:]
+    evs = events(res.stdout)
+    done = final(evs)
+    assert done.get("state") == "failed" and done.get("world_size") is None  # no rank ever joined
+    assert re.fullmatch(r"a process the script started \(pid \d+\) failed with exit code 1: "
+                        r"ValueError: boom in a spawned child", done.get("summary")), done.get("summary")
+    logged = [(e.rank, e.get("line")) for e in of_type(evs, protocol.LOG) if e.get("pid")]
+    assert (None, "child starting") in logged and (None, "ValueError: boom in a spawned child") in logged
+    script_lines = [e.get("line") for e in of_type(evs, protocol.LOG) if e.get("stream") == "stdout" and not e.get("pid")]
+    assert script_lines == ["parent: child ended with 1, carrying on"]
+    [script] = of_type(evs, protocol.RANK_STARTED)
+    assert script.get("command")[-1].endswith("spawn_child_fails.py")  # an empty template adds nothing
+
+
+def test_the_script_is_planned_once_with_the_node_template_and_no_rank_variables(studio_home):
+    from ddpstudio.core.gpu import detect_inventory
+    from ddpstudio.core.launch.commands import rank_command, rank_env
+    from ddpstudio.core.plan import DEFAULT_SPAWN_ARGS, ScriptSpec
+    from ddpstudio.core.platform import current
+    from ddpstudio.core.policy import Request, build_plan
+
+    request = Request(script=ScriptSpec(path=BLOG, args=["--multiprocessing-distributed"], style="spawn",
+                                        dist_args=DEFAULT_SPAWN_ARGS))
+    plan = build_plan(request, current(), detect_inventory())
+    assert plan.world_size == 1 and any("starts its own ranks" in r for r in plan.reasons)
+    assert rank_command(plan, 0, "plan.json")[-9:] == [
+        "--multiprocessing-distributed", "--dist-url", plan.init_method, "--dist-backend", "gloo",
+        "--world-size", "1", "--rank", "0"]
+    env = rank_env(plan, 0, "/events", base={"RANK": "5", spawned.CHILD_ENV: "7", "PATH": "/bin"})
+    assert not {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", spawned.CHILD_ENV} & set(env)
+    assert env[spawned.LOGS_ENV] == str(RunDir.at(plan.run_dir).logs_dir)
+    assert env["PYTHONPATH"].split(os.pathsep)[0].endswith(os.path.join("rank", "helper"))
