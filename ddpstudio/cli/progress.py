@@ -134,7 +134,7 @@ class ProgressView:
 
     def _handle_log(self, ev: protocol.Event) -> None:
         # The recipe's own lines (such as where a resumed run starts); ranks' stdout stays in the logs.
-        if ev.get("stream") == "recipe":
+        if ev.get("stream") in ("recipe", "nodes"):  # nodes: who joined, who stopped (ddpstudio host/join)
             self._print(str(ev.get("line")))
 
     def _handle_warning(self, ev: protocol.Event) -> None:

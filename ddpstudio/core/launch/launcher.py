@@ -134,7 +134,7 @@ class Launcher:
             kind=p.kind, launcher_pid=os.getpid(),
             epochs=p.recipe.epochs if p.recipe else None, max_steps=p.recipe.max_steps if p.recipe else None))
         self._write_processes()  # recorded before any rank exists, and again after each one
-        for rank in range(p.world_size):
+        for rank in p.local_ranks():  # all ranks, or this machine's share of a multi-machine run
             if self.stop_requested.is_set():
                 break  # stopped in the first moments (Ctrl+C): start no more ranks
             self._spawn(rank, plan_path)
@@ -199,6 +199,7 @@ class Launcher:
     # -- the loop ------------------------------------------------------------
     def loop(self) -> RunState:
         while True:
+            self._tick()
             self._pump()
             self._reap()
             if self.state is RunState.RUNNING:
@@ -219,7 +220,14 @@ class Launcher:
             self.stop_requested.wait(self.poll_s) if self.state is RunState.RUNNING else time.sleep(self.poll_s)
         self._pump(final=True)
         self._sweep()
+        self._settle()
         return self._finish()
+
+    def _tick(self) -> None:
+        """Once per loop turn; a multi-machine node beats and hears the other nodes here (core/nodes)."""
+
+    def _settle(self) -> None:
+        """Every rank is gone, the result not yet decided: a node learns here what the other nodes say."""
 
     def _sweep(self) -> None:
         """Every process of the run ends with it: what the ranks left running is ended, and said."""

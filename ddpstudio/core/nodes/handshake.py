@@ -1,0 +1,120 @@
+"""The handshake through the host's store, before any rank starts on any machine.
+
+A joining node takes a ticket, writes its request (token and facts) under
+it, and waits for the host's verdict. The host checks the token first (in
+constant time), then the facts (:func:`facts.mismatch`), and answers each
+ticket; once every node is in, it writes the start record (the shared plan)
+that all nodes start their ranks from. A refused node starts nothing; the
+host keeps waiting for a good one until its join timeout.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Callable
+
+from ddpstudio.core.nodes import store as keys
+from ddpstudio.core.nodes.facts import NodeFacts, mismatch
+
+POLL_S = 0.1
+
+
+class Refused(Exception):
+    """This node may not join (or the host gave up); the message says why, for the user."""
+
+
+@dataclass(frozen=True)
+class Joined:
+    node_rank: int
+    label: str  # "hostname (address)": how messages name the node
+
+
+def judge(expected_token: str, host: NodeFacts, request: dict) -> str | None:
+    """Why the request is refused, or None: the token first, then the facts."""
+    token = str(request.get("token", ""))
+    if not secrets.compare_digest(token.encode("utf-8"), expected_token.encode("utf-8")):
+        return "wrong token: the code does not belong to this run; copy the current code from the host again"
+    try:
+        facts = NodeFacts.from_dict(request["facts"])
+    except (KeyError, TypeError, ValueError):
+        return "the joining node sent an unreadable request (a different DDP Studio version?)"
+    return mismatch(host, facts)
+
+
+def host_wait(store, token: str, host: NodeFacts, timeout_s: float, stopped: Callable[[], bool],
+              say: Callable[[str, str], None]) -> list[Joined]:
+    """Answer join requests until ``host.nodes - 1`` nodes are in; raises :class:`Refused` on timeout or stop.
+
+    ``say(kind, line)`` reports progress (kind: "joined" or "refused"); it never sees the token.
+    """
+    store.set(keys.HOST_KEY, json.dumps({"facts": host.to_dict()}))
+    wanted, joined, ticket = host.nodes - 1, [], 1
+    deadline = time.monotonic() + timeout_s
+    while len(joined) < wanted:
+        if stopped():
+            _cancel(store, "the host was stopped before every node joined")
+            raise Refused("stopped before every node joined; nothing was started")
+        if time.monotonic() >= deadline:
+            got = f"only {len(joined)} of {wanted} nodes joined" if joined else "nobody joined"
+            _cancel(store, f"{got} within the host's {timeout_s:g} s")
+            raise Refused(f"{got} within {timeout_s:g} s; nothing was started. Run 'ddpstudio join CODE' on the "
+                          "other machines sooner, or give them longer with --join-timeout")
+        if not store.check([keys.join_key(ticket)]):
+            time.sleep(POLL_S)
+            continue
+        request = _json(store.get(keys.join_key(ticket)))
+        label = str(request.get("label") or "an unnamed machine")
+        reason = judge(token, host, request)
+        if reason is None:
+            joined.append(Joined(len(joined) + 1, label))
+            store.set(keys.verdict_key(ticket), json.dumps({"ok": True, "node_rank": len(joined)}))
+            say("joined", f"node {len(joined)} joined: {label}")
+        else:
+            store.set(keys.verdict_key(ticket), json.dumps({"ok": False, "reason": reason}))
+            say("refused", f"refused a join from {label}: {reason}")
+        ticket += 1
+    return joined
+
+
+def host_start(store, shared_plan: dict, joined: list[Joined], host_label: str) -> None:
+    labels = {"0": host_label, **{str(j.node_rank): j.label for j in joined}}
+    store.set(keys.START_KEY, json.dumps({"plan": shared_plan, "labels": labels}))
+
+
+def _cancel(store, reason: str) -> None:
+    store.set(keys.START_KEY, json.dumps({"cancelled": reason}))
+
+
+def join(store, token: str, facts: NodeFacts, label: str, timeout_s: float) -> tuple[int, dict]:
+    """This node's request (``label``: "hostname (address)"); returns (node rank, the start record)
+    or raises :class:`Refused`."""
+    ticket = int(store.add(keys.TICKETS_KEY, 1))
+    store.set(keys.join_key(ticket), json.dumps({"token": token, "facts": facts.to_dict(), "label": label}))
+    verdict = _json(_wait_get(store, keys.verdict_key(ticket), timeout_s, "answer the join request"))
+    if not verdict.get("ok"):
+        raise Refused(f"the host refused this node: {verdict.get('reason', 'no reason given')}; nothing was started")
+    start = _json(_wait_get(store, keys.START_KEY, timeout_s, "start the run"))
+    if "cancelled" in start:
+        raise Refused(f"the host gave up: {start['cancelled']}; nothing was started")
+    return int(verdict["node_rank"]), start
+
+
+def _wait_get(store, key: str, timeout_s: float, what: str) -> bytes:
+    try:
+        store.wait([key], timedelta(seconds=timeout_s))
+        return store.get(key)
+    except (RuntimeError, OSError) as exc:
+        raise Refused(f"the host did not {what} within {timeout_s:g} s ({str(exc).splitlines()[0] if str(exc) else exc}); "
+                      "nothing was started") from None
+
+
+def _json(raw: bytes) -> dict:
+    try:
+        value = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        return {}
+    return value if isinstance(value, dict) else {}
