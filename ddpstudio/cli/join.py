@@ -19,7 +19,6 @@ def add_parser(sub) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from ddpstudio.core.gpu import detect_inventory
     from ddpstudio.core.nodes import joincode
     from ddpstudio.core.nodes.adapter import AdapterError, route_source
     from ddpstudio.core.nodes.nodeplan import NodeRole, NodeSpec, join_stub_plan
@@ -35,10 +34,7 @@ def main(args: argparse.Namespace) -> int:
         return fail(str(exc))
     host = next((a for a in code.addresses if a == adapter.address or route_source(a) == adapter.address),
                 code.addresses[0])
-    machine = detect_inventory()
-    platform = current()
-    plan = join_stub_plan(code.world_size, code.nodes, host, code.port, adapter, platform,
-                          machine.cuda_available and machine.gpu_count > 0)
+    plan = join_stub_plan(code.world_size, code.nodes, host, code.port, adapter, current())
     spec = NodeSpec(NodeRole.JOIN, host, code.port, code.nodes, code.ranks_per_node, args.join_timeout,
                     label(adapter.address), host_run_id=code.run_id)
     return launch_node(plan, spec, code.token, args)

@@ -14,7 +14,6 @@ import json
 import secrets
 import time
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import Callable
 
 from ddpstudio.core.nodes import store as keys
@@ -94,22 +93,36 @@ def join(store, token: str, facts: NodeFacts, label: str, timeout_s: float) -> t
     or raises :class:`Refused`."""
     ticket = int(store.add(keys.TICKETS_KEY, 1))
     store.set(keys.join_key(ticket), json.dumps({"token": token, "facts": facts.to_dict(), "label": label}))
-    verdict = _json(_wait_get(store, keys.verdict_key(ticket), timeout_s, "answer the join request"))
+    key = _first_of(store, [keys.verdict_key(ticket), keys.START_KEY], timeout_s, "answer the join request")
+    if key == keys.START_KEY and not store.check([keys.verdict_key(ticket)]):
+        late = _json(store.get(keys.START_KEY))
+        raise Refused(f"the host gave up: {late['cancelled']}; nothing was started" if "cancelled" in late else
+                      "the run already has all its nodes (it started without this one); nothing was started")
+    verdict = _json(store.get(keys.verdict_key(ticket)))
     if not verdict.get("ok"):
         raise Refused(f"the host refused this node: {verdict.get('reason', 'no reason given')}; nothing was started")
-    start = _json(_wait_get(store, keys.START_KEY, timeout_s, "start the run"))
+    _first_of(store, [keys.START_KEY], timeout_s, "start the run")
+    start = _json(store.get(keys.START_KEY))
     if "cancelled" in start:
         raise Refused(f"the host gave up: {start['cancelled']}; nothing was started")
     return int(verdict["node_rank"]), start
 
 
-def _wait_get(store, key: str, timeout_s: float, what: str) -> bytes:
+def _first_of(store, wanted: list[str], timeout_s: float, what: str) -> str:
+    """The first of ``wanted`` keys to exist (a late node sees the host's cancellation, not a timeout)."""
+    deadline = time.monotonic() + timeout_s
     try:
-        store.wait([key], timedelta(seconds=timeout_s))
-        return store.get(key)
+        while True:
+            for key in wanted:
+                if store.check([key]):
+                    return key
+            if time.monotonic() >= deadline:
+                raise Refused(f"the host did not {what} within {timeout_s:g} s; nothing was started")
+            time.sleep(POLL_S)
     except (RuntimeError, OSError) as exc:
-        raise Refused(f"the host did not {what} within {timeout_s:g} s ({str(exc).splitlines()[0] if str(exc) else exc}); "
-                      "nothing was started") from None
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise Refused(f"lost the connection to the host before it would {what} ({first}); nothing was started") \
+            from None
 
 
 def _json(raw: bytes) -> dict:

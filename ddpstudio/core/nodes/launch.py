@@ -75,7 +75,7 @@ class NodeLauncher(Launcher):
         else:
             self.store = connect(spec.address, spec.port, spec.join_timeout)
             node_rank, start = handshake.join(self.store, token, facts, spec.label, spec.join_timeout)
-            self.plan = joined_plan(self.plan, start["plan"], node_rank)
+            self.plan = joined_plan(self.plan, start["plan"], node_rank, _has_cuda(start["plan"]))
             labels = {int(k): v for k, v in start.get("labels", {}).items()}
             self._say(f"joined as node {node_rank} of {spec.nodes}: {_span(self.plan.local_ranks())} of "
                       f"{self.plan.world_size}")
@@ -160,6 +160,16 @@ class NodeLauncher(Launcher):
                 self.link.beat()
                 self.link.poll()
                 time.sleep(0.2)
+
+
+def _has_cuda(shared: dict) -> bool:
+    """Whether this node trains on its GPUs: only when the host does and this machine has some
+    (asked here, where torch is loaded anyway, so 'ddpstudio join' itself starts fast)."""
+    if shared.get("device_hint") != "cuda":
+        return False
+    import torch
+
+    return torch.cuda.is_available() and torch.cuda.device_count() > 0
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -42,8 +42,8 @@ class News:
 class NodeLink:
     """One node's end of the link: ``beat()`` and ``poll()`` from the launcher's loop, ``publish`` once."""
 
-    def __init__(self, store, node: int, nodes: int, labels: dict[int, str]) -> None:
-        self.store, self.node, self.labels = store, node, labels
+    def __init__(self, store, node: int, nodes: int, labels: dict[int, str], stale_s: float = STALE_S) -> None:
+        self.store, self.node, self.labels, self.stale_s = store, node, labels, stale_s
         self.others = [n for n in range(nodes) if n != node]
         self._last_beat = 0.0
         self._seen: dict[int, tuple[int, float, float]] = {}  # node -> (counter, monotonic, wall) at last change
@@ -95,7 +95,7 @@ class NodeLink:
         if seen is None or counter != seen[0]:
             self._seen[node] = (counter, now, time.time())
             return None
-        if now - seen[1] < STALE_S:
+        if now - seen[1] < self.stale_s:
             return None
         return News(node, NewsKind.GONE, f"no heartbeat for {now - seen[1]:.0f} s: its launcher was killed or "
                     "crashed, or the machine or the network went away", seen[2])

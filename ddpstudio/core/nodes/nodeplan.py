@@ -87,12 +87,12 @@ def shared_part(plan: Plan) -> dict:
     return {**shared, "device_hint": plan.device, "host_run_id": plan.run_id}
 
 
-def joined_plan(local: Plan, shared: dict, node_rank: int) -> Plan:
+def joined_plan(local: Plan, shared: dict, node_rank: int, cuda: bool) -> Plan:
     """A joining node's plan: the host's shared part, this node's rank, and this machine's own fields
-    (its environment already pins Gloo to its adapter: :func:`join_env`)."""
+    (its environment already pins Gloo to its adapter: :func:`join_env`). ``cuda``: this machine trains
+    on its GPUs (the host does, and it has some)."""
     host = Plan.from_dict({**shared, **{k: getattr(local, k) for k in LOCAL_FIELDS}})
-    device = "cuda" if host.backend == "nccl" or (local.device == "cuda" and shared.get("device_hint") == "cuda") \
-        else "cpu"
+    device = "cuda" if host.backend == "nccl" or cuda else "cpu"
     reasons = [f"joined the host's run {shared.get('host_run_id', '?')} as node {node_rank} of {host.nodes}",
                *local.reasons]
     return replace(host, node_rank=node_rank, device=device, reasons=reasons)
@@ -104,7 +104,7 @@ def join_env(env: dict[str, str], adapter: AdapterChoice, platform: Platform) ->
 
 
 def join_stub_plan(world_size: int, nodes: int, host_address: str, port: int, adapter: AdapterChoice,
-                   platform: Platform, cuda: bool, backend: str = "gloo") -> Plan:
+                   platform: Platform, backend: str = "gloo") -> Plan:
     """A joining node's plan before the handshake: its own run folder, interpreter and environment.
 
     The workload arrives from the host (:func:`joined_plan`); until then the plan
@@ -122,6 +122,6 @@ def join_stub_plan(world_size: int, nodes: int, host_address: str, port: int, ad
     interpreter = rank_interpreter(console_python(sys.executable, platform), platform)
     env = {**libuv_env(platform), **interpreter.env}
     return Plan(run_id=run_id, run_dir=str(paths.runs_dir() / run_id), world_size=world_size, backend=backend,
-                device="cuda" if cuda else "cpu", store="tcp", init_method=tcp_init_url(host_address, port, platform),
+                device="cpu", store="tcp", init_method=tcp_init_url(host_address, port, platform),
                 master_addr=host_address, master_port=port, env=join_env(env, adapter, platform),
                 reasons=[f"network adapter {adapter.reason}"], python=interpreter.executable, nodes=nodes)
