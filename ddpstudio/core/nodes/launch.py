@@ -207,6 +207,7 @@ def main(argv: list[str] | None = None) -> int:
         return refuse(str(exc))
     code = run(launcher)
     launcher.farewell()
+    launcher.link = launcher.store = None  # clients let go of the store before the host's closes
     return code
 
 

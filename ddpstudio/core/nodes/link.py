@@ -49,6 +49,7 @@ class NodeLink:
         self._seen: dict[int, tuple[int, float, float]] = {}  # node -> (counter, monotonic, wall) at last change
         self.heard: dict[int, News] = {}
         self.lost_store = False
+        self._last_ok = time.time()  # the last store call that worked: about when a vanished host died
 
     def label(self, node: int) -> str:
         return f"node {node} ({self.labels.get(node, '?')})"
@@ -88,7 +89,7 @@ class NodeLink:
     def _staleness(self, node: int) -> News | None:
         if self.lost_store:
             return News(node, NewsKind.GONE, "the connection to the host's store was lost: the host's launcher "
-                        "was killed or crashed, or the network went away", time.time())
+                        "was killed or crashed, or the network went away", self._last_ok)
         counter = self._call(self.store.add, keys.beat_key(node), 0)
         now = time.monotonic()
         seen = self._seen.get(node)
@@ -105,7 +106,9 @@ class NodeLink:
         if self.lost_store:
             return 0
         try:
-            return method(*args)
+            result = method(*args)
+            self._last_ok = time.time()
+            return result
         except (RuntimeError, OSError):
             self.lost_store = True
             return 0
