@@ -27,8 +27,9 @@ TRAIN = ["--batch-size", "8", "--image-size", "32", "--ranks-per-node", "1", "--
 class Node:
     """One 'ddpstudio host|join --json' process; its stdout read in the background into events."""
 
-    def __init__(self, *args: str, env: dict[str, str] | None = None) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-m", "ddpstudio", *args, "--json"], stdout=subprocess.PIPE,
+    def __init__(self, *args: str, env: dict[str, str] | None = None, prefix: tuple[str, ...] = ()) -> None:
+        self.proc = subprocess.Popen([*prefix, sys.executable, "-m", "ddpstudio", *args, "--json"],
+                                     stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
                                      env={**os.environ, **(env or {})})
         self.raw: list[dict] = []
