@@ -70,3 +70,19 @@ def test_two_namespaces_choose_the_veth_adapter_and_train_together(studio_home, 
         for node in (host, join):
             if node is not None:
                 node.kill()
+
+
+def test_an_unreachable_host_is_a_clear_error_within_the_join_timeout(studio_home, two_machines):
+    import time
+
+    from ddpstudio.core.nodes import joincode
+
+    (_, join_ns), _ = two_machines
+    code = joincode.encode(joincode.JoinCode((f"{SUBNET}.1",), 29511, "r-gone", 2, 1, joincode.new_token()))
+    t0 = time.monotonic()
+    join = Node("join", code, "--join-timeout", "3", prefix=("ip", "netns", "exec", join_ns))
+    assert join.wait(60) == 2
+    took = time.monotonic() - t0
+    assert f"could not reach the host at {SUBNET}.1:29511 within 3 s" in join.stderr, join.stderr
+    assert "no firewall blocks TCP port 29511 on the host" in join.stderr
+    assert join.of(protocol.RANK_STARTED) == [] and took < 30, took
