@@ -159,3 +159,21 @@ def test_sigkill_of_the_joining_launcher_stops_the_host_within_30_s_naming_the_n
                            text=True, timeout=60)
     assert json.loads(clean.stdout)["findings"]["empty"], clean.stdout  # nothing stale on either side
     print(f"host stopped {took:.1f} s after SIGKILL of the joining launcher; root cause: {summary}")
+
+
+def test_sigkill_of_the_host_launcher_stops_the_joining_node_naming_the_host(studio_home, nodes):
+    host = nodes("host", "--nodes", "2", "--max-steps", "5000", "--join-timeout", "60", *TRAIN)
+    join = nodes("join", host.code(), "--join-timeout", "60")
+    host.wait_for("training on both nodes", lambda: len(host.of(protocol.GLOBAL_STEP)) >= 2, 180)
+    [started] = host.of(protocol.RUN_STARTED)
+    t0 = time.monotonic()
+    os.kill(int(started.get("launcher_pid")), signal.SIGKILL)
+    assert join.wait(40) == 1
+    took = time.monotonic() - t0
+    assert took < 30, f"the joining node stopped {took:.1f} s after the host's launcher was killed"
+    [done] = join.of(protocol.RUN_FINISHED)
+    summary = done.get("summary") or ""
+    assert done.get("state") == protocol.FAILED and summary.startswith("node 0 (") and ", rank 0:" in summary
+    assert "connection to the host's store was lost" in summary, summary
+    assert host.wait(30) == 1
+    print(f"joining node stopped {took:.1f} s after SIGKILL of the host's launcher; root cause: {summary}")
