@@ -204,3 +204,24 @@ def test_a_node_too_many_is_told_the_run_started_without_it(host_store):
     host.join(20)
     with pytest.raises(handshake.Refused, match="already has all its nodes"):
         handshake.join(connect("127.0.0.1", port, 10), "secret-token", facts(), "c (127.0.0.1)", 5)
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_the_host_store_listens_on_the_chosen_address_only_and_without_libuv_on_windows():
+    port = _free_port()
+    store = open_host_store("127.0.0.1", port, LINUX)
+    assert store.libuvBackend
+    with pytest.raises(ConnectionRefusedError):  # the same port on another loopback address: not bound
+        socket.create_connection(("127.0.0.2", port), timeout=2).close()
+    socket.create_connection(("127.0.0.1", port), timeout=2).close()
+    with pytest.raises(StoreError, match=f"cannot listen on 127.0.0.1:{port}"):
+        open_host_store("127.0.0.1", port, LINUX)  # taken: one clear message
+    del store
+    windows = open_host_store("127.0.0.1", _free_port(), WINDOWS)  # the Windows branch, through the seam
+    assert not windows.libuvBackend  # Windows wheels have no libuv (pytorch #139990)
+    del windows
