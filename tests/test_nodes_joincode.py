@@ -71,3 +71,15 @@ def test_well_formed_json_with_wrong_fields_is_damaged_not_a_crash():
         text = f"ddps1.{base64.urlsafe_b64encode(body).decode().rstrip('=')}.{zlib.crc32(body):08x}"
         with pytest.raises(JoinCodeError, match="damaged|impossible"):
             joincode.decode(text)
+
+
+def test_join_reads_the_code_from_stdin_and_refuses_garbage_there_too(studio_home):
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "ddpstudio", "join", "-"], input="ddps1.garbage.00\n",
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and done.stdout == ""
+    [line] = done.stderr.strip().splitlines()
+    assert line.startswith("ddpstudio: error: the join code is incomplete or mistyped") and \
+        line.endswith("copy the whole code again from the host (it starts with 'ddps1.')"), line

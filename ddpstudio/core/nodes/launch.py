@@ -24,7 +24,7 @@ from ddpstudio.core.launch.planfile import PlanError, read_plan
 from ddpstudio.core.launch.rootcause import RankFailure
 from ddpstudio.core.nodes import handshake
 from ddpstudio.core.nodes.facts import local_facts
-from ddpstudio.core.nodes.link import STALE_S, News, NewsKind, NodeLink
+from ddpstudio.core.nodes.link import News, NewsKind, NodeLink
 from ddpstudio.core.nodes.nodeplan import TOKEN_ENV, NodeRole, NodeSpec, joined_plan, shared_part
 from ddpstudio.core.nodes.store import StoreError, connect, open_host_store
 from ddpstudio.core.plan import Plan
@@ -135,7 +135,7 @@ class NodeLauncher(Launcher):
             return
         self._tick()
         if self._local_failures():
-            deadline = time.monotonic() + STALE_S + 2 * 1.0
+            deadline = time.monotonic() + self.link.stale_s + 2.0
             while time.monotonic() < deadline and len(self.link.heard) < len(self.link.others):
                 time.sleep(0.2)
                 self._tick()
@@ -155,7 +155,7 @@ class NodeLauncher(Launcher):
             self.link.publish(kinds.get(self.state.value, NewsKind.FAILED), self.stop_reason or self.state.value,
                               time.time())
         if self.spec.role is NodeRole.HOST:
-            deadline = time.monotonic() + STALE_S + 2.0
+            deadline = time.monotonic() + self.link.stale_s + 2.0
             while time.monotonic() < deadline and len(self.link.heard) < len(self.link.others):
                 self.link.beat()
                 self.link.poll()
