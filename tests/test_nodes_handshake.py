@@ -225,3 +225,21 @@ def test_the_host_store_listens_on_the_chosen_address_only_and_without_libuv_on_
     windows = open_host_store("127.0.0.1", _free_port(), WINDOWS)  # the Windows branch, through the seam
     assert not windows.libuvBackend  # Windows wheels have no libuv (pytorch #139990)
     del windows
+
+
+def test_a_node_the_host_cannot_connect_back_to_is_refused_as_a_firewall_problem(host_store):
+    store, port = host_store
+    out: dict = {}
+    host = threading.Thread(target=_host, args=(store, "secret-token", facts(), 20, out))
+    host.start()
+    closed = _free_port()  # nothing listens there: as if this machine's firewall dropped the host's connection
+    with pytest.raises(handshake.Refused, match=f"cannot open a TCP connection to this machine at 127.0.0.1:{closed} "
+                       r".*Gloo connects in both directions.*firewall"):
+        handshake.join(connect("127.0.0.1", port, 10), "secret-token", facts(), "b (127.0.0.1)", 10,
+                       probe=("127.0.0.1", closed))
+    with socket.socket() as listening:
+        listening.bind(("127.0.0.1", 0))
+        listening.listen(1)
+        assert handshake.join(connect("127.0.0.1", port, 10), "secret-token", facts(), "b (127.0.0.1)", 10,
+                              probe=listening.getsockname())[0] == 1
+    host.join(20)

@@ -40,5 +40,5 @@ def main(args: argparse.Namespace) -> int:
                 code.addresses[0])
     plan = join_stub_plan(code.world_size, code.nodes, host, code.port, adapter, current())
     spec = NodeSpec(NodeRole.JOIN, host, code.port, code.nodes, code.ranks_per_node, args.join_timeout,
-                    label(adapter.address), host_run_id=code.run_id)
+                    label(adapter.address), host_run_id=code.run_id, own_address=adapter.address)
     return launch_node(plan, spec, code.token, args)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import secrets
+import socket
 import time
 from dataclasses import dataclass
 from typing import Callable
@@ -44,11 +45,28 @@ def judge(expected_token: str, host: NodeFacts, request: dict) -> str | None:
     return mismatch(host, facts)
 
 
+def reach_back(address: str, port: int, timeout_s: float = 3.0) -> str | None:
+    """Why the host cannot open a TCP connection to a joining node's probe socket, or None.
+
+    Gloo connects ranks in both directions; the store connection proved only
+    node -> host. The probe listens in the joining node's own Python, so a
+    firewall that blocks that program's incoming connections blocks this too.
+    """
+    try:
+        socket.create_connection((address, port), timeout=timeout_s).close()
+        return None
+    except OSError as exc:
+        return (f"the host cannot open a TCP connection to this machine at {address}:{port} "
+                f"({exc.strerror or exc}): Gloo connects in both directions, so allow incoming connections "
+                "for DDP Studio's Python in this machine's firewall (docs/multi-machine.md)")
+
+
 def host_wait(store, token: str, host: NodeFacts, timeout_s: float, stopped: Callable[[], bool],
-              say: Callable[[str, str], None]) -> list[Joined]:
+              say: Callable[[str, str], None], reach: Callable[[str, int], str | None] = reach_back) -> list[Joined]:
     """Answer join requests until ``host.nodes - 1`` nodes are in; raises :class:`Refused` on timeout or stop.
 
     ``say(kind, line)`` reports progress (kind: "joined" or "refused"); it never sees the token.
+    ``reach(address, port)``: the connection check back to a node that passed the token and the facts.
     """
     store.set(keys.HOST_KEY, json.dumps({"facts": host.to_dict()}))
     wanted, joined, ticket = host.nodes - 1, [], 1
@@ -68,6 +86,9 @@ def host_wait(store, token: str, host: NodeFacts, timeout_s: float, stopped: Cal
         request = _json(store.get(keys.join_key(ticket)))
         label = str(request.get("label") or "an unnamed machine")
         reason = judge(token, host, request)
+        probe = request.get("probe")
+        if reason is None and isinstance(probe, list) and len(probe) == 2:
+            reason = reach(str(probe[0]), int(probe[1]))
         if reason is None:
             joined.append(Joined(len(joined) + 1, label))
             store.set(keys.verdict_key(ticket), json.dumps({"ok": True, "node_rank": len(joined)}))
@@ -88,11 +109,15 @@ def _cancel(store, reason: str) -> None:
     store.set(keys.START_KEY, json.dumps({"cancelled": reason}))
 
 
-def join(store, token: str, facts: NodeFacts, label: str, timeout_s: float) -> tuple[int, dict]:
-    """This node's request (``label``: "hostname (address)"); returns (node rank, the start record)
-    or raises :class:`Refused`."""
+def join(store, token: str, facts: NodeFacts, label: str, timeout_s: float,
+         probe: tuple[str, int] | None = None) -> tuple[int, dict]:
+    """This node's request (``label``: "hostname (address)"; ``probe``: a socket listening here, for
+    :func:`reach_back`); returns (node rank, the start record) or raises :class:`Refused`."""
     ticket = int(store.add(keys.TICKETS_KEY, 1))
-    store.set(keys.join_key(ticket), json.dumps({"token": token, "facts": facts.to_dict(), "label": label}))
+    request = {"token": token, "facts": facts.to_dict(), "label": label}
+    if probe is not None:
+        request["probe"] = list(probe)
+    store.set(keys.join_key(ticket), json.dumps(request))
     key = _first_of(store, [keys.verdict_key(ticket), keys.START_KEY], timeout_s, "answer the join request")
     if key == keys.START_KEY and not store.check([keys.verdict_key(ticket)]):
         late = _json(store.get(keys.START_KEY))

@@ -12,8 +12,10 @@ launcher's: 0 finished, 1 failed, 3 stopped, 2 refused (nothing started).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import signal
+import socket
 import sys
 import threading
 import time
@@ -74,7 +76,9 @@ class NodeLauncher(Launcher):
             labels = {0: spec.label, **{j.node_rank: j.label for j in joined}}
         else:
             self.store = connect(spec.address, spec.port, spec.join_timeout)
-            node_rank, start = handshake.join(self.store, token, facts, spec.label, spec.join_timeout)
+            with _probe_socket(spec.own_address) as probe:
+                node_rank, start = handshake.join(self.store, token, facts, spec.label, spec.join_timeout,
+                                                  probe.getsockname()[:2] if probe else None)
             self.plan = joined_plan(self.plan, start["plan"], node_rank, _has_cuda(start["plan"]))
             labels = {int(k): v for k, v in start.get("labels", {}).items()}
             self._say(f"joined as node {node_rank} of {spec.nodes}: {_span(self.plan.local_ranks())} of "
@@ -160,6 +164,21 @@ class NodeLauncher(Launcher):
                 self.link.beat()
                 self.link.poll()
                 time.sleep(0.2)
+
+
+@contextlib.contextmanager
+def _probe_socket(address: str):
+    """A socket listening on this node's address while the host checks it can connect here."""
+    if not address:
+        yield None
+        return
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.bind((address, 0))
+        sock.listen(4)  # the kernel completes the host's connection; nothing needs to accept it
+        yield sock
+    finally:
+        sock.close()
 
 
 def _has_cuda(shared: dict) -> bool:

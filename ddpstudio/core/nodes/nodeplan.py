@@ -42,6 +42,7 @@ class NodeSpec:
     join_timeout: float
     label: str  # this machine as messages name it: "hostname (address)"
     host_run_id: str = ""
+    own_address: str = ""  # join: this machine's address on the chosen adapter (the reach-back probe listens there)
 
     def write(self, run_dir: str | os.PathLike) -> Path:
         return write_json(Path(run_dir) / NODE_FILE, asdict(self))
