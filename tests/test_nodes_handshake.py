@@ -16,7 +16,7 @@ from ddpstudio.core.nodes.adapter import AdapterError, adapters, choose_adapter,
 from ddpstudio.core.nodes.facts import FACTS_OVERRIDE_ENV, NodeFacts, local_facts, mismatch
 from ddpstudio.core.nodes.link import NewsKind, NodeLink
 from ddpstudio.core.nodes.store import StoreError, connect, open_host_store
-from ddpstudio.core.platform import LINUX, WINDOWS
+from ddpstudio.core.platform import LINUX, WINDOWS, current
 
 Addr = namedtuple("Addr", "family address netmask broadcast ptp")
 Stat = namedtuple("Stat", "isup duplex speed mtu flags")
@@ -54,7 +54,7 @@ def host_store():
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    store = open_host_store("127.0.0.1", port, LINUX)
+    store = open_host_store("127.0.0.1", port, current())  # each platform's own way of opening it
     yield store, port
     del store
 
@@ -212,6 +212,7 @@ def _free_port() -> int:
         return probe.getsockname()[1]
 
 
+@pytest.mark.posix_only("binds through master_listen_fd, the POSIX branch; 127.0.0.2 is loopback on Linux")
 def test_the_host_store_listens_on_the_chosen_address_only_and_without_libuv_on_windows():
     port = _free_port()
     store = open_host_store("127.0.0.1", port, LINUX)

@@ -4,6 +4,7 @@ and the joining node each choose the veth adapter by themselves, not loopback, a
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 
 import pytest
@@ -11,7 +12,7 @@ import pytest
 from ddpstudio.core import protocol
 from tests.test_nodes_run import Node
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.posix_only("network namespaces are Linux's")]
 
 SUBNET = "10.213.0"  # only addresses inside the namespaces this test creates
 
@@ -25,6 +26,8 @@ def two_machines():
     tag = f"{os.getpid() % 100000}"
     spaces, links = (f"ddps13a{tag}", f"ddps13b{tag}"), (f"lan{tag}a", f"lan{tag}b")
     made: list[str] = []
+    if shutil.which("ip") is None:
+        pytest.skip("no 'ip' command here (iproute2), so no network namespaces")
     try:
         for ns in spaces:
             done = _ip("netns", "add", ns)

@@ -19,7 +19,8 @@ from ddpstudio.core.cleanup import registry
 from ddpstudio.core.nodes import joincode
 from ddpstudio.core.nodes.facts import FACTS_OVERRIDE_ENV
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow,
+              pytest.mark.posix_only("the loopback adapter is named 'lo', and the tests signal with SIGKILL/SIGINT")]
 
 TRAIN = ["--batch-size", "8", "--image-size", "32", "--ranks-per-node", "1", "--ifname", "lo"]
 
