@@ -244,3 +244,11 @@ def test_a_node_the_host_cannot_connect_back_to_is_refused_as_a_firewall_problem
         assert handshake.join(connect("127.0.0.1", port, 10), "secret-token", facts(), "b (127.0.0.1)", 10,
                               probe=listening.getsockname())[0] == 1
     host.join(20)
+
+
+def test_a_joining_node_asked_to_stop_gives_up_at_once():
+    port = _free_port()  # nobody listens: connect keeps trying until stopped
+    t0 = time.monotonic()
+    with pytest.raises(StoreError, match="stopped while trying to reach the host"):
+        connect("127.0.0.1", port, 60, stopped=lambda: time.monotonic() - t0 > 0.5)
+    assert time.monotonic() - t0 < 10

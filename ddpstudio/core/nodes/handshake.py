@@ -110,7 +110,7 @@ def _cancel(store, reason: str) -> None:
 
 
 def join(store, token: str, facts: NodeFacts, label: str, timeout_s: float,
-         probe: tuple[str, int] | None = None) -> tuple[int, dict]:
+         probe: tuple[str, int] | None = None, stopped: Callable[[], bool] = lambda: False) -> tuple[int, dict]:
     """This node's request (``label``: "hostname (address)"; ``probe``: a socket listening here, for
     :func:`reach_back`); returns (node rank, the start record) or raises :class:`Refused`."""
     ticket = int(store.add(keys.TICKETS_KEY, 1))
@@ -118,7 +118,8 @@ def join(store, token: str, facts: NodeFacts, label: str, timeout_s: float,
     if probe is not None:
         request["probe"] = list(probe)
     store.set(keys.join_key(ticket), json.dumps(request))
-    key = _first_of(store, [keys.verdict_key(ticket), keys.START_KEY], timeout_s, "answer the join request")
+    key = _first_of(store, [keys.verdict_key(ticket), keys.START_KEY], timeout_s, "answer the join request",
+                    stopped)
     if key == keys.START_KEY and not store.check([keys.verdict_key(ticket)]):
         late = _json(store.get(keys.START_KEY))
         raise Refused(f"the host gave up: {late['cancelled']}; nothing was started" if "cancelled" in late else
@@ -126,18 +127,20 @@ def join(store, token: str, facts: NodeFacts, label: str, timeout_s: float,
     verdict = _json(store.get(keys.verdict_key(ticket)))
     if not verdict.get("ok"):
         raise Refused(f"the host refused this node: {verdict.get('reason', 'no reason given')}; nothing was started")
-    _first_of(store, [keys.START_KEY], timeout_s, "start the run")
+    _first_of(store, [keys.START_KEY], timeout_s, "start the run", stopped)
     start = _json(store.get(keys.START_KEY))
     if "cancelled" in start:
         raise Refused(f"the host gave up: {start['cancelled']}; nothing was started")
     return int(verdict["node_rank"]), start
 
 
-def _first_of(store, wanted: list[str], timeout_s: float, what: str) -> str:
+def _first_of(store, wanted: list[str], timeout_s: float, what: str, stopped: Callable[[], bool]) -> str:
     """The first of ``wanted`` keys to exist (a late node sees the host's cancellation, not a timeout)."""
     deadline = time.monotonic() + timeout_s
     try:
         while True:
+            if stopped():
+                raise Refused(f"stopped while waiting for the host to {what}; nothing was started")
             for key in wanted:
                 if store.check([key]):
                     return key

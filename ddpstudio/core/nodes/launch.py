@@ -75,10 +75,11 @@ class NodeLauncher(Launcher):
             handshake.host_start(self.store, shared_part(self.plan), joined, spec.label)
             labels = {0: spec.label, **{j.node_rank: j.label for j in joined}}
         else:
-            self.store = connect(spec.address, spec.port, spec.join_timeout)
+            self.store = connect(spec.address, spec.port, spec.join_timeout, self.stop_requested.is_set)
             with _probe_socket(spec.own_address) as probe:
                 node_rank, start = handshake.join(self.store, token, facts, spec.label, spec.join_timeout,
-                                                  probe.getsockname()[:2] if probe else None)
+                                                  probe.getsockname()[:2] if probe else None,
+                                                  self.stop_requested.is_set)
             self.plan = joined_plan(self.plan, start["plan"], node_rank, _has_cuda(start["plan"]))
             labels = {int(k): v for k, v in start.get("labels", {}).items()}
             self._say(f"joined as node {node_rank} of {spec.nodes}: {_span(self.plan.local_ranks())} of "
@@ -224,6 +225,8 @@ def main(argv: list[str] | None = None) -> int:
         launcher.rendezvous(token)
     except (handshake.Refused, StoreError) as exc:
         return refuse(str(exc))
+    except (RuntimeError, OSError, KeyError, ValueError) as exc:  # the host vanished mid-handshake, say
+        return refuse(f"the handshake with the host failed ({type(exc).__name__}: {exc}); nothing was started")
     code = run(launcher)
     launcher.farewell()
     launcher.link = launcher.store = None  # clients let go of the store before the host's closes

@@ -9,7 +9,9 @@ keys live under ``ddpstudio/``. torch is imported here only, inside functions.
 from __future__ import annotations
 
 import socket
+import time
 from datetime import timedelta
+from typing import Callable
 
 from ddpstudio.core.platform import Platform
 
@@ -17,6 +19,7 @@ PREFIX = "ddpstudio/"
 HOST_KEY = PREFIX + "host"
 TICKETS_KEY = PREFIX + "tickets"
 START_KEY = PREFIX + "start"
+ATTEMPT_S = 3.0  # one connection attempt; between attempts a stop request is seen
 
 # The ranks find the launcher's store through these (torch/distributed/rendezvous.py).
 AGENT_STORE_ENV = {"TORCHELASTIC_USE_AGENT_STORE": "True", "TORCHELASTIC_RESTART_COUNT": "0"}
@@ -71,14 +74,22 @@ def open_host_store(address: str, port: int, platform: Platform, timeout_s: floa
                          f"{address} is an address of this machine") from None
 
 
-def connect(address: str, port: int, timeout_s: float):
-    """A client of the host's store; raises :class:`StoreError` when the host cannot be reached in time."""
+def connect(address: str, port: int, timeout_s: float, stopped: Callable[[], bool] = lambda: False):
+    """A client of the host's store; raises :class:`StoreError` when the host cannot be reached in time,
+    or when ``stopped()`` turns true (each attempt lasts at most ``ATTEMPT_S``)."""
     from torch.distributed import TCPStore
 
-    try:
-        return TCPStore(address, port, None, False, timedelta(seconds=timeout_s))
-    except (OSError, RuntimeError) as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    deadline = time.monotonic() + timeout_s
+    while True:
+        attempt = max(0.5, min(ATTEMPT_S, deadline - time.monotonic()))
+        try:
+            return TCPStore(address, port, None, False, timedelta(seconds=attempt))
+        except (OSError, RuntimeError) as exc:
+            if stopped():
+                raise StoreError("stopped while trying to reach the host; nothing was started") from None
+            if time.monotonic() < deadline:
+                continue
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise StoreError(f"could not reach the host at {address}:{port} within {timeout_s:g} s ({first}); check "
                          "that the host is still waiting for nodes, that this machine can reach that address, "
-                         f"and that no firewall blocks TCP port {port} on the host") from None
+                         f"and that no firewall blocks TCP port {port} on the host")
