@@ -147,10 +147,11 @@ class ProgressView:
         self._print(f"checkpoint saved at step {ev.get('step')}: {ev.get('path')}")
 
     def _handle_log(self, ev: protocol.Event) -> None:
-        # The recipe's own lines (such as where a resumed run starts), and a script's own output:
-        # rank 0's as it printed it, or every rank's with its number in front (--show-output).
+        # The recipe's own lines (such as where a resumed run starts), who joined or stopped (nodes: ddpstudio
+        # host/join), and a script's own output: rank 0's as it printed it, or every rank's with its number
+        # in front (--show-output).
         stream, line = ev.get("stream"), str(ev.get("line"))
-        if stream == "recipe":
+        if stream in ("recipe", "nodes"):
             self._print(line)
         elif stream in SCRIPT_STREAMS and self.kind == "script":
             if self.show_output == "all":

@@ -197,13 +197,14 @@ def _on_claimed_path(plan, args: argparse.Namespace) -> int:
             claim.release(plan.store_path, plan.run_id)  # ours, or a dead launcher's; a live one keeps it
 
 
-def _launch(plan, args: argparse.Namespace) -> int:
+def _launch(plan, args: argparse.Namespace, session=None) -> int:
+    """Start the launcher (or ``session``'s: the node launcher of 'ddpstudio host/join') and show the run."""
     from ddpstudio.cli.progress import ProgressView
     from ddpstudio.core.launch.aftermath import ranks_after_launcher_death
     from ddpstudio.core.launch.session import Session
 
-    session = Session(plan)
-    view = ProgressView(show_output=args.show_output) if not args.json else None
+    session = session or Session(plan)
+    view = ProgressView(show_output=getattr(args, "show_output", "0")) if not args.json else None
     stopping = False
 
     def on_interrupt(_signum, _frame):

@@ -20,6 +20,8 @@ The rooms:
   process tree, Job Object, killer, file lock holders);
 - ``cleanup/``: what killed runs leave behind (registry, scan and clean);
 - ``rendezvous/``: store URLs and TCP ports;
+- ``nodes/``: several machines in one run (join code, handshake, heartbeats,
+  network adapter, the node launcher); nothing else in core imports it;
 - ``exchange/``: how gradients travel between ranks, and the probe of
   whether Gloo can all-reduce CUDA tensors here (pytorch #186535);
 - ``gpu/`` and ``bench/``: GPU inventory and sampling; the scaling benchmark;

@@ -99,10 +99,20 @@ class Plan:
     grad_compression: str = "none"  # none | fp16
     rank_helper: bool = True  # user scripts get the start-up helper (ddpstudio/rank/helper)
     origin: str = "run"  # run | bench: who started it (the scaling benchmark's runs are kept as runs too)
+    nodes: int = 1  # machines in the run (core/nodes, docs/multi-machine.md); world_size counts all their ranks
+    node_rank: int = 0  # this machine's place: its ranks are node_rank x ranks_per_node + local rank
 
     @property
     def kind(self) -> str:
         return "recipe" if self.recipe is not None else "script"
+
+    @property
+    def ranks_per_node(self) -> int:
+        return self.world_size // max(1, self.nodes)
+
+    def local_ranks(self) -> range:
+        """The global ranks this machine's launcher starts (all of them on a single machine)."""
+        return range(self.node_rank * self.ranks_per_node, (self.node_rank + 1) * self.ranks_per_node)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

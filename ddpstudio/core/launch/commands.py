@@ -94,10 +94,10 @@ def rank_env(plan: Plan, rank: int, events_dir: str, base: dict[str, str] | None
     env = dict(os.environ if base is None else base)
     env.update({
         "RANK": str(rank),
-        "LOCAL_RANK": str(rank),
+        "LOCAL_RANK": str(rank - plan.local_ranks().start),
         "WORLD_SIZE": str(plan.world_size),
-        "LOCAL_WORLD_SIZE": str(plan.world_size),
-        "GROUP_RANK": "0",
+        "LOCAL_WORLD_SIZE": str(plan.ranks_per_node),
+        "GROUP_RANK": str(plan.node_rank),
         "MASTER_ADDR": plan.master_addr,
         "PYTHONUNBUFFERED": "1",
         "PYTHONIOENCODING": "utf-8",

@@ -149,7 +149,7 @@ class Launcher:
         for clash in clashes(p):  # the user's --world-size 1 and ours: never overridden silently
             self.emit(protocol.make_event(protocol.WARNING, message=clash.message()))
         self._write_processes()  # recorded before any rank exists, and again after each one
-        for rank in range(p.world_size):
+        for rank in p.local_ranks():  # all ranks, or this machine's share of a multi-machine run
             if self.stop_requested.is_set():
                 break  # stopped in the first moments (Ctrl+C): start no more ranks
             self._spawn(rank, plan_path)
@@ -220,6 +220,7 @@ class Launcher:
     # -- the loop ------------------------------------------------------------
     def loop(self) -> RunState:
         while True:
+            self._tick()
             self._pump()
             self._reap()
             if self.state is RunState.RUNNING:
@@ -242,7 +243,14 @@ class Launcher:
         if self.steps is not None:
             self._emit_all(self.steps.settle(final=True))
         self._sweep()
+        self._settle()
         return self._finish()
+
+    def _tick(self) -> None:
+        """Once per loop turn; a multi-machine node beats and hears the other nodes here (core/nodes)."""
+
+    def _settle(self) -> None:
+        """Every rank is gone, the result not yet decided: a node learns here what the other nodes say."""
 
     def _sweep(self) -> None:
         """Every process of the run ends with it: what the ranks left running is ended, and said."""

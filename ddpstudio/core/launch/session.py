@@ -19,18 +19,25 @@ from ddpstudio.core.launch.commands import console_python
 from ddpstudio.core.process.proctree import CREATE_NEW_PROCESS_GROUP, CREATE_NO_WINDOW
 
 
-def launcher_command(plan_path: str | Path, python: str | None = None) -> list[str]:
+LAUNCHER_MODULE = "ddpstudio.core.launch.launcher"
+
+
+def launcher_command(plan_path: str | Path, python: str | None = None, module: str = LAUNCHER_MODULE,
+                     extra: tuple[str, ...] = ()) -> list[str]:
     """The launcher's command line; by default this interpreter, as python.exe even under pythonw.exe
-    (a launcher without a console cannot signal on Windows: cpython #112190)."""
+    (a launcher without a console cannot signal on Windows: cpython #112190). ``module``/``extra``:
+    another launcher with the same stream and stdin control (the node launcher, core/nodes)."""
     python = python or console_python(sys.executable, current())
-    return [python, "-m", "ddpstudio.core.launch.launcher", str(plan_path), "--stdin-control"]
+    return [python, "-m", module, str(plan_path), *extra, "--stdin-control"]
 
 
 class Session:
     """One run: ``start()``, iterate ``events()``, ``stop()`` at any time, then ``returncode``."""
 
-    def __init__(self, plan: Plan, platform: Platform | None = None) -> None:
+    def __init__(self, plan: Plan, platform: Platform | None = None, module: str = LAUNCHER_MODULE,
+                 extra: tuple[str, ...] = (), env: dict[str, str] | None = None) -> None:
         self.plan, self.platform = plan, platform or current()
+        self.module, self.extra, self.env = module, extra, env  # env: the launcher's whole environment
         self.proc: subprocess.Popen | None = None
         self.parser = protocol.EventParser()
         self.final: protocol.Event | None = None
@@ -41,7 +48,8 @@ class Session:
         # On Windows no console window either: the window's benchmarks start it from pythonw.
         extra = ({"creationflags": CREATE_NEW_PROCESS_GROUP | CREATE_NO_WINDOW} if self.platform.is_windows
                  else {"start_new_session": True})
-        self.proc = subprocess.Popen(launcher_command(plan_path), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        self.proc = subprocess.Popen(launcher_command(plan_path, module=self.module, extra=self.extra),
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=self.env,
                                      text=True, encoding="utf-8", bufsize=1, **extra)
 
     def events(self) -> Iterator[protocol.Event]:

@@ -1,0 +1,108 @@
+"""``ddpstudio host``: plan a run over several machines, print the join code, train once all have joined."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ddpstudio.cli.nodes import add_node_arguments, choose, label, launch_node
+from ddpstudio.cli.run import EXIT_BAD_INPUT, build_request, fail
+
+
+def _run_options() -> argparse.ArgumentParser:
+    """The run command's options, to inherit: 'host' trains exactly what 'run' would."""
+    from ddpstudio.cli import run
+
+    holder = argparse.ArgumentParser(add_help=False).add_subparsers()
+    run.add_parser(holder)
+    return holder.choices["run"]
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("host", parents=[_run_options()], add_help=False, conflict_handler="resolve",
+                       help="host a run over several machines on a LAN and print the code the others join with",
+                       description="Host a DDP run over several machines: takes the options of 'ddpstudio run', "
+                                   "prints a join code, and starts training when every node has joined "
+                                   "(docs/multi-machine.md). Trusted LAN only: the store has no authentication.")
+    group = p.add_argument_group("machines")
+    group.add_argument("--nodes", type=int, required=True, help="machines in the run, this one included (>= 2)")
+    group.add_argument("--ranks-per-node", default="auto", metavar="auto|K",
+                       help="ranks on each machine (auto: one per GPU here, 2 on the CPU)")
+    add_node_arguments(p)
+    p.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    from ddpstudio.core.gpu import detect_inventory
+    from ddpstudio.core.nodes import joincode
+    from ddpstudio.core.nodes.adapter import AdapterError
+    from ddpstudio.core.nodes.facts import local_facts
+    from ddpstudio.core.nodes.nodeplan import NodeRole, NodeSpec, host_plan
+    from ddpstudio.core.platform import current
+    from ddpstudio.core.policy import PolicyError, build_plan
+    from ddpstudio.core.rendezvous.ports import find_free_port, is_port_free
+    from ddpstudio.core.validate import check_request
+
+    if args.nodes < 2:
+        return fail(f"--nodes {args.nodes}: a multi-machine run has at least 2 nodes; for one machine use "
+                    "'ddpstudio run'")
+    per_node = None if args.ranks_per_node == "auto" else _positive(args.ranks_per_node)
+    if per_node == 0:
+        return fail(f"--ranks-per-node {args.ranks_per_node!r}: give auto or a whole number from 1")
+    if args.store == "file" or args.store_path:
+        return fail("a multi-machine run meets at the host's TCP store; drop --store file / --store-path")
+    if args.script or args.script_args:
+        return fail("a multi-machine run trains the built-in recipe for now; leave out --script "
+                    "(your script: 'ddpstudio run' on one machine)")
+    if args.world_size is not None:
+        return fail("--world-size counts one machine's ranks; for several machines give --ranks-per-node "
+                    "(world size = nodes x ranks per node)")
+    platform = current()
+    try:
+        adapter = choose(override=args.ifname)
+    except AdapterError as exc:
+        return fail(str(exc))
+    if args.port is not None and not is_port_free(args.port, adapter.address):
+        return fail(f"port {args.port} is taken on {adapter.address}; choose another --port or leave it out")
+    port = args.port or find_free_port(adapter.address)
+    args.world_size, args.store, args.port = per_node, "tcp", port
+    request = build_request(args)
+    problems = check_request(request)
+    if problems:
+        for problem in problems:
+            print(f"ddpstudio: error: {problem.message}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    try:
+        plan = build_plan(request, platform, detect_inventory())
+    except (PolicyError, ValueError) as exc:
+        return fail(str(exc))
+    k = plan.world_size
+    plan = host_plan(plan, args.nodes, k, adapter, port, platform)
+    facts = local_facts(platform, plan.backend, args.nodes, k)
+    token = joincode.new_token()
+    code = joincode.JoinCode((adapter.address, *adapter.others), port, plan.run_id, args.nodes, k, token,
+                             facts.versions())
+    _show_code(joincode.encode(code), code, args.json)
+    spec = NodeSpec(NodeRole.HOST, adapter.address, port, args.nodes, k, args.join_timeout, label(adapter.address))
+    return launch_node(plan, spec, token, args)
+
+
+def _positive(raw: str) -> int:
+    try:
+        return max(0, int(raw))
+    except ValueError:
+        return 0
+
+
+def _show_code(text: str, code, as_json: bool) -> None:
+    """The code goes to this terminal only (never into the run's files: it holds the token)."""
+    if as_json:
+        from ddpstudio.core import protocol
+
+        sys.stdout.write(protocol.make_event("join_code", code=text, run_id=code.run_id, port=code.port,
+                                             addresses=list(code.addresses)).to_line() + "\n")
+        sys.stdout.flush()
+        return
+    print(f"run {code.run_id}: {code.nodes} machines x {code.ranks_per_node} ranks; on each other machine run\n\n"
+          f"    ddpstudio join {text}\n\n"
+          "The code holds a secret token: share it only with the machines of this run.", flush=True)

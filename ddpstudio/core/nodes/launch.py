@@ -1,0 +1,237 @@
+"""The node launcher: ``python -m ddpstudio.core.nodes.launch PLAN.json NODE.json [--stdin-control]``.
+
+The launcher of :mod:`ddpstudio.core.launch.launcher`, with the handshake
+before it and the link to the other nodes around it. The host opens the
+TCPStore and waits for the nodes; a joining node connects and asks to join.
+No rank starts on any machine until every node is in. While the run lasts,
+each node beats and listens (:mod:`link`): a node that fails, is stopped or
+goes silent stops every node, and the root cause names it. Exit status as the
+launcher's: 0 finished, 1 failed, 3 stopped, 2 refused (nothing started).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+
+from ddpstudio.core import protocol
+from ddpstudio.core.launch.launcher import Launcher, refuse, run
+from ddpstudio.core.launch.planfile import PlanError, read_plan
+from ddpstudio.core.launch.rootcause import RankFailure
+from ddpstudio.core.nodes import handshake
+from ddpstudio.core.nodes.facts import local_facts
+from ddpstudio.core.nodes.link import News, NewsKind, NodeLink
+from ddpstudio.core.nodes.nodeplan import TOKEN_ENV, NodeRole, NodeSpec, joined_plan, shared_part
+from ddpstudio.core.nodes.store import StoreError, connect, open_host_store
+from ddpstudio.core.plan import Plan
+
+NODES_STREAM = "nodes"  # log events about the nodes carry this stream
+
+
+def _span(ranks: range) -> str:
+    return f"rank {ranks.start}" if len(ranks) == 1 else f"ranks {ranks.start}-{ranks.stop - 1}"
+
+
+class NodeFailure(RankFailure):
+    """Another node's failure (or disappearance), as this node's root cause."""
+
+    def __init__(self, news: News, label: str, ranks: range) -> None:
+        span = _span(ranks)
+        super().__init__(news.rank if news.rank is not None else ranks.start, None, news.t, news.summary)
+        self.node, self.label = news.node, f"{label}, {span}"
+
+    def summary(self) -> str:
+        return f"{self.label}: {self.message}"
+
+    def to_dict(self) -> dict:
+        return {**super().to_dict(), "node": self.node, "node_label": self.label}
+
+
+class NodeLauncher(Launcher):
+    def __init__(self, plan: Plan, spec: NodeSpec, **kwargs) -> None:
+        super().__init__(plan, **kwargs)
+        self.spec = spec
+        self.store = None
+        self.link: NodeLink | None = None
+        self._published = False
+
+    # -- before any rank -----------------------------------------------------
+    def rendezvous(self, token: str) -> None:
+        """Open (host) or reach (join) the store and complete the handshake; raises handshake.Refused/StoreError."""
+        spec = self.spec
+        facts = local_facts(self.platform, self.plan.backend, spec.nodes, spec.ranks_per_node)
+        if spec.role is NodeRole.HOST:
+            self.store = open_host_store(spec.address, spec.port, self.platform)
+            self._say(f"waiting up to {spec.join_timeout:g} s for {spec.nodes - 1} node(s) to join at "
+                      f"{spec.address}:{spec.port}")
+            joined = handshake.host_wait(self.store, token, facts, spec.join_timeout, self.stop_requested.is_set,
+                                         lambda kind, line: self._say(line, warn=kind == "refused"))
+            handshake.host_start(self.store, shared_part(self.plan), joined, spec.label)
+            labels = {0: spec.label, **{j.node_rank: j.label for j in joined}}
+        else:
+            self.store = connect(spec.address, spec.port, spec.join_timeout, self.stop_requested.is_set)
+            with _probe_socket(spec.own_address) as probe:
+                node_rank, start = handshake.join(self.store, token, facts, spec.label, spec.join_timeout,
+                                                  probe.getsockname()[:2] if probe else None,
+                                                  self.stop_requested.is_set)
+            self.plan = joined_plan(self.plan, start["plan"], node_rank, _has_cuda(start["plan"]))
+            labels = {int(k): v for k, v in start.get("labels", {}).items()}
+            self._say(f"joined as node {node_rank} of {spec.nodes}: {_span(self.plan.local_ranks())} of "
+                      f"{self.plan.world_size}")
+        self.link = NodeLink(self.store, self.plan.node_rank, spec.nodes, labels)
+
+    def _say(self, line: str, warn: bool = False) -> None:
+        if warn:
+            self.emit(protocol.make_event(protocol.WARNING, message=line))
+        else:
+            self.emit(protocol.make_event(protocol.LOG, stream=NODES_STREAM, line=line))
+
+    # -- while the ranks run (hooks of the launcher's loop) ---------------------
+    def _local_failures(self) -> list[RankFailure]:
+        return [f for f in self.failures if not isinstance(f, NodeFailure)]
+
+    def _tick(self) -> None:
+        if self.link is None:
+            return
+        self.link.beat()
+        local = self._local_failures()
+        if not self._published and local:
+            first = min(local, key=lambda f: f.t)
+            self.link.publish(NewsKind.FAILED, first.summary(), first.t, first.rank if first.rank >= 0 else None)
+            self._published = True
+        elif not self._published and self.stop_requested.is_set() and not self._stopped_by_others():
+            self.link.publish(NewsKind.STOPPED, self.stop_reason, time.time())
+            self._published = True
+        for news in self.link.poll():
+            self._hear(news)
+
+    def _stopped_by_others(self) -> bool:
+        return bool(self.link and any(n.kind is not NewsKind.FINISHED for n in self.link.heard.values()))
+
+    def _node_ranks(self, node: int) -> range:
+        k = self.plan.ranks_per_node
+        return range(node * k, (node + 1) * k)
+
+    def _hear(self, news: News) -> None:
+        label = self.link.label(news.node) if self.link else f"node {news.node}"
+        if news.kind is NewsKind.FINISHED:
+            self._say(f"{label} finished")
+            return
+        if self.ranks and all(r.exit_code == 0 for r in self.ranks):
+            self._say(f"{label}: {news.summary} (after this node's ranks had finished)")
+            return
+        if news.kind is NewsKind.STOPPED:
+            self._say(f"{label} was stopped ({news.summary}): stopping this node too")
+            self.request_stop(f"{label} was stopped ({news.summary})")
+            return
+        failure = NodeFailure(news, label, self._node_ranks(news.node))
+        self.emit(protocol.make_event(protocol.ERROR, message=failure.summary()))
+        self.failures.append(failure)
+
+    def _settle(self) -> None:
+        """Our ranks failed: before naming a root cause, hear from every other node (or see it go silent)."""
+        if self.link is None:
+            return
+        self._tick()
+        if self._local_failures():
+            deadline = time.monotonic() + self.link.stale_s + 2.0
+            while time.monotonic() < deadline and len(self.link.heard) < len(self.link.others):
+                time.sleep(0.2)
+                self._tick()
+        stops = [n for n in self.link.heard.values() if n.kind is NewsKind.STOPPED]
+        if stops:
+            # Ranks that failed after another node was stopped failed of that stop (their peers vanished).
+            first = min(n.t for n in stops)
+            self.failures = [f for f in self.failures if isinstance(f, NodeFailure) or f.t < first]
+
+    # -- after -----------------------------------------------------------------
+    def farewell(self) -> None:
+        """Say how this node ended; the host keeps the store up until every node has said so (or is gone)."""
+        if self.link is None:
+            return
+        if not self._published:
+            kinds = {protocol.FINISHED: NewsKind.FINISHED, protocol.STOPPED: NewsKind.STOPPED}
+            self.link.publish(kinds.get(self.state.value, NewsKind.FAILED), self.stop_reason or self.state.value,
+                              time.time())
+        if self.spec.role is NodeRole.HOST:
+            deadline = time.monotonic() + self.link.stale_s + 2.0
+            while time.monotonic() < deadline and len(self.link.heard) < len(self.link.others):
+                self.link.beat()
+                self.link.poll()
+                time.sleep(0.2)
+
+
+@contextlib.contextmanager
+def _probe_socket(address: str):
+    """A socket listening on this node's address while the host checks it can connect here."""
+    if not address:
+        yield None
+        return
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.bind((address, 0))
+        sock.listen(4)  # the kernel completes the host's connection; nothing needs to accept it
+        yield sock
+    finally:
+        sock.close()
+
+
+def _has_cuda(shared: dict) -> bool:
+    """Whether this node trains on its GPUs: only when the host does and this machine has some
+    (asked here, where torch is loaded anyway, so 'ddpstudio join' itself starts fast)."""
+    if shared.get("device_hint") != "cuda":
+        return False
+    import torch
+
+    return torch.cuda.is_available() and torch.cuda.device_count() > 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m ddpstudio.core.nodes.launch")
+    parser.add_argument("plan")
+    parser.add_argument("node", help="the node.json a front end wrote beside the plan")
+    parser.add_argument("--stdin-control", action="store_true")
+    args = parser.parse_args(argv)
+    token = os.environ.pop(TOKEN_ENV, "")  # not for the ranks
+    try:
+        spec = NodeSpec.read(args.node)
+        # A joining node's plan gets its workload from the host (handshake.join): nothing to check yet.
+        plan = read_plan(args.plan) if spec.role is NodeRole.HOST else Plan.read(args.plan)
+    except (PlanError, OSError, ValueError, TypeError, KeyError) as exc:
+        return refuse(f"{exc}; the node launcher started nothing")
+    launcher = NodeLauncher(plan, spec)
+
+    def on_signal(signum, _frame):
+        launcher.request_stop(f"signal {signal.Signals(signum).name}")
+
+    for name in ("SIGINT", "SIGTERM", "SIGBREAK"):
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), on_signal)
+    if args.stdin_control:
+        def watch_stdin() -> None:
+            for line in sys.stdin:
+                if line.strip().lower() == "stop":
+                    break
+            launcher.request_stop("asked to stop")
+
+        threading.Thread(target=watch_stdin, daemon=True).start()
+    try:
+        launcher.rendezvous(token)
+    except (handshake.Refused, StoreError) as exc:
+        return refuse(str(exc))
+    except (RuntimeError, OSError, KeyError, ValueError) as exc:  # the host vanished mid-handshake, say
+        return refuse(f"the handshake with the host failed ({type(exc).__name__}: {exc}); nothing was started")
+    code = run(launcher)
+    launcher.farewell()
+    launcher.link = launcher.store = None  # clients let go of the store before the host's closes
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,91 @@
+"""Two machines as two network namespaces joined by a veth pair (created and removed here): the host
+and the joining node each choose the veth adapter by themselves, not loopback, and train together."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from ddpstudio.core import protocol
+from tests.test_nodes_run import Node
+
+pytestmark = [pytest.mark.slow, pytest.mark.posix_only("network namespaces are Linux's")]
+
+SUBNET = "10.213.0"  # only addresses inside the namespaces this test creates
+
+
+def _ip(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["ip", *args], capture_output=True, text=True, timeout=20)
+
+
+@pytest.fixture
+def two_machines():
+    tag = f"{os.getpid() % 100000}"
+    spaces, links = (f"ddps13a{tag}", f"ddps13b{tag}"), (f"lan{tag}a", f"lan{tag}b")
+    made: list[str] = []
+    if shutil.which("ip") is None:
+        pytest.skip("no 'ip' command here (iproute2), so no network namespaces")
+    try:
+        for ns in spaces:
+            done = _ip("netns", "add", ns)
+            if done.returncode != 0:
+                pytest.skip(f"cannot create network namespaces here ('ip netns add' said: {done.stderr.strip()}; "
+                            "it needs root or CAP_SYS_ADMIN)")
+            made.append(ns)
+        steps = [("link", "add", links[0], "type", "veth", "peer", "name", links[1]),
+                 ("link", "set", links[0], "netns", spaces[0]), ("link", "set", links[1], "netns", spaces[1])]
+        for i, (ns, link) in enumerate(zip(spaces, links)):
+            steps += [("-n", ns, "addr", "add", f"{SUBNET}.{i + 1}/24", "dev", link),
+                      ("-n", ns, "link", "set", link, "up"), ("-n", ns, "link", "set", "lo", "up")]
+        for step in steps:
+            done = _ip(*step)
+            if done.returncode != 0:
+                pytest.skip(f"cannot wire the namespaces ('ip {' '.join(step)}' said: {done.stderr.strip()})")
+        yield spaces, links
+    finally:
+        for ns in made:  # deleting a namespace deletes its end of the veth pair, and so the pair
+            _ip("netns", "del", ns)
+
+
+def test_two_namespaces_choose_the_veth_adapter_and_train_together(studio_home, two_machines):
+    (host_ns, join_ns), (host_link, join_link) = two_machines
+    host = Node("host", "--nodes", "2", "--ranks-per-node", "1", "--max-steps", "4", "--batch-size", "8",
+                "--image-size", "32", "--join-timeout", "90", prefix=("ip", "netns", "exec", host_ns))
+    join = None
+    try:
+        code = host.code()
+        join = Node("join", code, "--join-timeout", "90", prefix=("ip", "netns", "exec", join_ns))
+        assert host.wait(240) == 0, host.stderr
+        assert join.wait(60) == 0, join.stderr
+        [host_start] = host.of(protocol.RUN_STARTED)
+        [join_start] = join.of(protocol.RUN_STARTED)
+        assert f"network adapter {host_link} ({SUBNET}.1): the only LAN adapter" in host_start.get("reasons")
+        assert (f"network adapter {join_link} ({SUBNET}.2): on the host's subnet ({SUBNET}.1)"
+                in join_start.get("reasons"))
+        assert [e.rank for e in host.of(protocol.RANK_STARTED)] == [0]
+        assert [e.rank for e in join.of(protocol.RANK_STARTED)] == [1]
+        losses = [e.get("loss") for e in host.of(protocol.GLOBAL_STEP)]
+        assert len(losses) == 4 and losses[-1] < losses[0], losses
+    finally:
+        for node in (host, join):
+            if node is not None:
+                node.kill()
+
+
+def test_an_unreachable_host_is_a_clear_error_within_the_join_timeout(studio_home, two_machines):
+    import time
+
+    from ddpstudio.core.nodes import joincode
+
+    (_, join_ns), _ = two_machines
+    code = joincode.encode(joincode.JoinCode((f"{SUBNET}.1",), 29511, "r-gone", 2, 1, joincode.new_token()))
+    t0 = time.monotonic()
+    join = Node("join", code, "--join-timeout", "3", prefix=("ip", "netns", "exec", join_ns))
+    assert join.wait(60) == 2
+    took = time.monotonic() - t0
+    assert f"could not reach the host at {SUBNET}.1:29511 within 3 s" in join.stderr, join.stderr
+    assert "no firewall blocks TCP port 29511 on the host" in join.stderr
+    assert join.of(protocol.RANK_STARTED) == [] and took < 30, took

@@ -1,0 +1,180 @@
+"""Two machines on this one, over loopback: 'ddpstudio host' + 'ddpstudio join' with real Gloo ranks, the
+handshake's refusals before any rank starts, and a joining launcher's SIGKILL stopping the host's ranks."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from ddpstudio.core import protocol
+from ddpstudio.core.cleanup import registry
+from ddpstudio.core.nodes import joincode
+from ddpstudio.core.nodes.facts import FACTS_OVERRIDE_ENV
+
+pytestmark = [pytest.mark.slow,
+              pytest.mark.posix_only("the loopback adapter is named 'lo', and the tests signal with SIGKILL/SIGINT")]
+
+TRAIN = ["--batch-size", "8", "--image-size", "32", "--ranks-per-node", "1", "--ifname", "lo"]
+
+
+class Node:
+    """One 'ddpstudio host|join --json' process; its stdout read in the background into events."""
+
+    def __init__(self, *args: str, env: dict[str, str] | None = None, prefix: tuple[str, ...] = ()) -> None:
+        self.proc = subprocess.Popen([*prefix, sys.executable, "-m", "ddpstudio", *args, "--json"],
+                                     stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+                                     env={**os.environ, **(env or {})})
+        self.raw: list[dict] = []
+        self.events: list[protocol.Event] = []
+        self.stderr = ""
+        self._parser = protocol.EventParser()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            try:
+                self.raw.append(json.loads(line))
+            except ValueError:
+                continue
+            self.events.extend(self._parser.feed(line))
+
+    def wait_for(self, what: str, check, timeout: float = 120):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            found = check()
+            if found:
+                return found
+            if self.proc.poll() is not None and not self._reader.is_alive():
+                break
+            time.sleep(0.05)
+        raise AssertionError(f"waited for {what}; exit {self.proc.poll()}; stderr: {self.finish_stderr()[-2000:]}")
+
+    def code(self) -> str:
+        return self.wait_for("the join code", lambda: next((r["code"] for r in self.raw
+                                                            if r.get("type") == "join_code"), None), 60)
+
+    def of(self, type_: str) -> list[protocol.Event]:
+        return [e for e in self.events if e.type == type_]
+
+    def wait(self, timeout: float = 120) -> int:
+        code = self.proc.wait(timeout)
+        self._reader.join(10)
+        self.finish_stderr()
+        return code
+
+    def finish_stderr(self) -> str:
+        if self.proc.poll() is not None and not self.stderr:
+            self.stderr = self.proc.stderr.read()
+        return self.stderr
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+
+@pytest.fixture
+def nodes():
+    started: list[Node] = []
+    yield lambda *args, **kw: started.append(Node(*args, **kw)) or started[-1]
+    for node in started:
+        node.kill()
+
+
+def test_host_and_join_on_one_machine_train_together_and_finish(studio_home, nodes):
+    host = nodes("host", "--nodes", "2", "--max-steps", "6", "--join-timeout", "60", *TRAIN)
+    code = host.code()
+    join = nodes("join", code, "--join-timeout", "60")
+    assert host.wait(180) == 0, host.stderr
+    assert join.wait(60) == 0, join.stderr
+    host_ranks = [e.rank for e in host.of(protocol.RANK_STARTED)]
+    join_ranks = [e.rank for e in join.of(protocol.RANK_STARTED)]
+    assert (host_ranks, join_ranks) == ([0], [1])
+    losses = [e.get("loss") for e in host.of(protocol.GLOBAL_STEP)]
+    assert len(losses) == 6 and losses[-1] < losses[0], losses
+    assert [e.get("step") for e in join.of(protocol.STEP)] == list(range(1, 7))  # rank 1 trained every step
+    for node in (host, join):
+        [done] = node.of(protocol.RUN_FINISHED)
+        assert done.get("state") == protocol.FINISHED
+        [started] = node.of(protocol.RUN_STARTED)
+        assert started.get("world_size") == 2
+    # The token travels in the code and in the launcher's environment, never into the runs' files.
+    token = joincode.decode(code).token
+    for path in Path(studio_home).rglob("*"):
+        if path.is_file():
+            assert token not in path.read_text(errors="replace"), f"the token leaked into {path}"
+
+
+def test_wrong_token_and_other_versions_are_refused_before_any_rank_starts(studio_home, nodes):
+    host = nodes("host", "--nodes", "2", "--max-steps", "2", "--join-timeout", "120", *TRAIN)
+    real = joincode.decode(host.code())
+    forged = joincode.encode(joincode.JoinCode(**{**real.__dict__, "token": joincode.new_token()}))
+    wrong = nodes("join", forged, "--join-timeout", "30")
+    other = nodes("join", joincode.encode(real), "--join-timeout", "30",
+                  env={FACTS_OVERRIDE_ENV: json.dumps({"torch": "2.99.0"})})  # the documented test seam
+    assert wrong.wait(90) == 2 and other.wait(90) == 2
+    assert "wrong token" in wrong.stderr and wrong.stderr.count("ddpstudio: error:") == 1, wrong.stderr
+    assert "PyTorch versions differ: this machine has 2.99.0, the host has" in other.stderr, other.stderr
+    refusals = host.wait_for("both refusals", lambda: [e.get("message") for e in host.of(protocol.WARNING)
+                                                       if "refused" in e.get("message", "")][1:] and
+                             [e.get("message") for e in host.of(protocol.WARNING)], 30)
+    assert any("wrong token" in m for m in refusals) and any("PyTorch versions differ" in m for m in refusals)
+    host.proc.send_signal(signal.SIGINT)  # the host keeps waiting for a good node until stopped (or timed out)
+    assert host.wait(30) == 2
+    assert "stopped before every node joined; nothing was started" in host.stderr, host.stderr
+    for node in (host, wrong, other):  # no rank process ever existed on either side
+        assert node.of(protocol.RANK_STARTED) == [] and node.of(protocol.RUN_STARTED) == []
+    assert registry.load_records()[0] == []
+    assert list((Path(studio_home) / "runs").glob("*")) == []  # the refused runs' folders are gone
+    assert real.token not in host.stderr + wrong.stderr + other.stderr
+
+
+def test_sigkill_of_the_joining_launcher_stops_the_host_within_30_s_naming_the_node(studio_home, nodes):
+    host = nodes("host", "--nodes", "2", "--max-steps", "5000", "--join-timeout", "60", *TRAIN)
+    join = nodes("join", host.code(), "--join-timeout", "60")
+    host.wait_for("training on both nodes", lambda: len(host.of(protocol.GLOBAL_STEP)) >= 2, 180)
+    [started] = join.wait_for("the joining node's run", lambda: join.of(protocol.RUN_STARTED), 30)
+    t0 = time.monotonic()
+    os.kill(int(started.get("launcher_pid")), signal.SIGKILL)
+    assert host.wait(40) == 1
+    took = time.monotonic() - t0
+    assert took < 30, f"the host stopped {took:.1f} s after the node's launcher was killed"
+    [done] = host.of(protocol.RUN_FINISHED)
+    assert done.get("state") == protocol.FAILED
+    summary = done.get("summary") or ""
+    assert summary.startswith("node 1 (") and ", rank 1:" in summary and "heartbeat" in summary, summary
+    assert done.get("root_cause", {}).get("node") == 1
+    assert join.wait(30) == 1  # its front end says the launcher died; the conftest checks nothing is left
+    assert "the launcher ended without reporting a result (killed by SIGKILL)" in join.stderr, join.stderr
+    clean = subprocess.run([sys.executable, "-m", "ddpstudio", "clean", "--dry-run", "--json"], capture_output=True,
+                           text=True, timeout=60)
+    assert json.loads(clean.stdout)["findings"]["empty"], clean.stdout  # nothing stale on either side
+    print(f"host stopped {took:.1f} s after SIGKILL of the joining launcher; root cause: {summary}")
+
+
+def test_sigkill_of_the_host_launcher_stops_the_joining_node_naming_the_host(studio_home, nodes):
+    host = nodes("host", "--nodes", "2", "--max-steps", "5000", "--join-timeout", "60", *TRAIN)
+    join = nodes("join", host.code(), "--join-timeout", "60")
+    host.wait_for("training on both nodes", lambda: len(host.of(protocol.GLOBAL_STEP)) >= 2, 180)
+    [started] = host.of(protocol.RUN_STARTED)
+    t0 = time.monotonic()
+    os.kill(int(started.get("launcher_pid")), signal.SIGKILL)
+    assert join.wait(40) == 1
+    took = time.monotonic() - t0
+    assert took < 30, f"the joining node stopped {took:.1f} s after the host's launcher was killed"
+    [done] = join.of(protocol.RUN_FINISHED)
+    summary = done.get("summary") or ""
+    assert done.get("state") == protocol.FAILED and summary.startswith("node 0 (") and ", rank 0:" in summary
+    assert "connection to the host's store was lost" in summary, summary
+    assert host.wait(30) == 1
+    print(f"joining node stopped {took:.1f} s after SIGKILL of the host's launcher; root cause: {summary}")
