@@ -77,6 +77,35 @@ def test_sigkill_of_the_launcher_mid_run_takes_every_rank_and_the_cli_says_so(st
     print(f"ranks gone {took:.2f} s after the launcher's SIGKILL")
 
 
+def test_sigkill_of_the_launcher_takes_a_user_scripts_ranks_too(studio_home, tmp_path):
+    """A user's script runs no code of ours in its loop: its ranks die with the launcher all the same (the
+    parent-death signal), and the children they started, which that signal does not reach, are ended by the
+    CLI that notices the launcher is gone."""
+    from tests.studio import SCRIPTS
+
+    run_ = CliRun(tmp_path, "--script", str(SCRIPTS / "stubborn_child.py"), "--script-style", "env",
+                  "--rendezvous-timeout", "20", "--", "train")
+    run_.wait_training()
+    ranks = [r.pid for r in run_.record.ranks]
+    children = wait_for(lambda: _stubborn_children(run_), 60, "each rank's child to start")
+    os.kill(run_.record.launcher_pid, signal.SIGKILL)
+    wait_for(lambda: all(gone(p) for p in ranks), 5, "every rank to die with the launcher")
+    assert run_.proc.wait(30) == 1  # the CLI ends what the ranks left (the children ignore SIGTERM)
+    assert all(gone(p) for p in children), "the ranks' children outlived the run"
+    said = run_.log.read_text()
+    assert "the launcher ended without reporting a result (killed by SIGKILL)" in said, said[-2000:]
+    assert "2 of its 2 rank(s) ended with it; ended 2 process(es) the ranks had started (pid " in said, said[-2000:]
+    assert run_processes(run_.record.run_id) == []
+
+
+def _stubborn_children(run_: CliRun) -> list[int] | None:
+    """The pids stubborn_child.py's ranks print ("rank N child pid P"), once both have."""
+    import re
+
+    pids = [int(p) for p in re.findall(r"child pid (\d+)", run_.log.read_text())]
+    return pids if len(pids) == 2 else None
+
+
 def test_sigkill_of_the_launcher_while_ranks_still_start_takes_them_too(studio_home, tmp_path):
     run_ = CliRun(tmp_path, *TRAIN)  # returns as soon as both ranks are recorded: they are still importing
     os.kill(run_.record.launcher_pid, signal.SIGKILL)

@@ -67,28 +67,44 @@ class _Watch:
         return spec
 
 
-def _watch_for_stop():
-    """The launcher's polite stop, the run's stop file: KeyboardInterrupt here, as Ctrl+C would (Windows).
+def _rank_module(name):
+    """``rank/<name>.py`` loaded from its file alone, so no package of ours is imported at start-up."""
+    from importlib.util import module_from_spec, spec_from_file_location
 
-    ``rank/stopwatch.py`` is loaded from its file alone, so no package of ours is imported at start-up.
-    """
+    source = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), name + ".py")
+    spec = spec_from_file_location("_ddpstudio_" + name, source)
+    module = module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _watch_for_stop():
+    """The launcher's polite stop, the run's stop file: KeyboardInterrupt here, as Ctrl+C would (Windows)."""
     path = os.environ.get("DDPSTUDIO_STOP_FILE")  # core.protocol.STOP_FILE_ENV
     if not path:
         return
     try:
-        from importlib.util import module_from_spec, spec_from_file_location
-
-        source = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "stopwatch.py")
-        spec = spec_from_file_location("_ddpstudio_stopwatch", source)
-        module = module_from_spec(spec)
-        spec.loader.exec_module(module)
-        module.watch(path)
+        _rank_module("stopwatch").watch(path)
     except Exception as exc:
         _warn("could not watch for the stop file (a stop ends this rank the hard way)", exc)
 
 
+def _watch_launcher():
+    """Die with the launcher, with every process this rank started (POSIX; Windows: the Job Object).
+
+    The kernel's parent-death signal kills the rank alone; the lifeline kills its process group.
+    """
+    if not os.environ.get("DDPSTUDIO_LIFELINE_FD"):  # core.protocol.LIFELINE_FD_ENV
+        return
+    try:
+        _rank_module("lifeline").watch_launcher()
+    except Exception as exc:
+        _warn("could not watch the launcher (the parent-death signal still ends this rank)", exc)
+
+
 _chain()
 _watch_for_stop()
+_watch_launcher()
 if WATCHED in sys.modules:  # imported by the chained sitecustomize: too late to watch, hook it now
     try:
         __import__(HOOKS)
