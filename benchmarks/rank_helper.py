@@ -11,7 +11,9 @@ backward, all-reduce and optimizer step, after a barrier) and its own
 ``import torch`` and ``init_process_group``, which is where the helper does
 its work (the wrappers are installed while torch imports; ``rank_watched``
 and ``rank_joined`` are one line each). The table gives rank 0's median step
-time per launch, the per-pair ratio on/off and its median over the pairs.
+time per launch, and its CPU time per step (``time.process_time``, which a
+busy machine's scheduling disturbs far less than wall time), the per-pair
+ratios on/off and their medians over the pairs.
 """
 
 from __future__ import annotations
@@ -55,15 +57,16 @@ x, y = torch.randn(16, 3, 32, 32, generator=g), torch.randint(0, 10, (16,), gene
 print(f"startup import_ms: {t_import * 1000:.1f} init_ms: {t_init * 1000:.1f}", flush=True)
 for step in range(1, steps + 1):
     dist.barrier()
-    s = time.perf_counter()
+    s, c = time.perf_counter(), time.process_time()
     loss = torch.nn.functional.cross_entropy(model(x), y)
     opt.zero_grad()
     loss.backward()
     opt.step()
-    print(f"step {step} loss: {loss.item():.4f} step_ms: {(time.perf_counter() - s) * 1000:.3f}", flush=True)
+    wall, cpu = (time.perf_counter() - s) * 1000, (time.process_time() - c) * 1000
+    print(f"step {step} loss: {loss.item():.4f} step_ms: {wall:.3f} cpu_ms: {cpu:.3f}", flush=True)
 dist.destroy_process_group()
 '''
-_STEP = re.compile(r"step_ms: ([0-9.]+)")
+_STEP = re.compile(r"step_ms: ([0-9.]+) cpu_ms: ([0-9.]+)")
 _START = re.compile(r"import_ms: ([0-9.]+) init_ms: ([0-9.]+)")
 
 
@@ -86,10 +89,11 @@ def result(proc: subprocess.Popen, helper: bool, args: argparse.Namespace) -> di
         print(f"  helper {'on' if helper else 'off'} failed (exit {proc.returncode}): {stderr[-300:]}",
               file=sys.stderr)
         return None
-    steps = [float(m.group(1)) for line in lines if (m := _STEP.search(line))][args.warmup:]
+    steps = [m for line in lines if (m := _STEP.search(line))][args.warmup:]
     start_up = next(m for line in lines if (m := _START.search(line)))
     assert ('"type":"rank_watched"' in stdout) == helper, "the helper switch did not do what it says"
-    return {"step_ms": statistics.median(steps), "import_ms": float(start_up.group(1)),
+    return {"step_ms": statistics.median(float(m.group(1)) for m in steps),
+            "cpu_ms": statistics.median(float(m.group(2)) for m in steps), "import_ms": float(start_up.group(1)),
             "init_ms": float(start_up.group(2))}
 
 
@@ -112,20 +116,25 @@ def main(argv: list[str] | None = None) -> int:
             if None in got.values():
                 continue
             pairs.append(got)
-            print(f"pair {i + 1}: on {got[True]['step_ms']:.2f} ms, off {got[False]['step_ms']:.2f} ms",
+            print(f"pair {i + 1}: on {got[True]['step_ms']:.2f} ms ({got[True]['cpu_ms']:.2f} CPU), "
+                  f"off {got[False]['step_ms']:.2f} ms ({got[False]['cpu_ms']:.2f} CPU)",
                   file=sys.stderr, flush=True)
     print(f"\n{args.model}, 2 ranks, Gloo on the CPU, batch 16 per rank, 32x32, {args.steps} measured steps after "
           f"{args.warmup}, rank 0's median step time per launch; {len(pairs)} pairs, each pair side by side")
-    print("| pair | step on (ms) | step off (ms) | on/off | import torch on/off (ms) | init on/off (ms) |")
-    print("|---|---|---|---|---|---|")
+    print("| pair | step on/off (ms) | ratio | CPU per step on/off (ms) | ratio | import torch on/off (ms) "
+          "| init on/off (ms) |")
+    print("|---|---|---|---|---|---|---|")
     for i, pair in enumerate(pairs, 1):
         on, off = pair[True], pair[False]
-        print(f"| {i} | {on['step_ms']:.2f} | {off['step_ms']:.2f} | {on['step_ms'] / off['step_ms']:.3f} | "
+        print(f"| {i} | {on['step_ms']:.2f} / {off['step_ms']:.2f} | {on['step_ms'] / off['step_ms']:.3f} | "
+              f"{on['cpu_ms']:.2f} / {off['cpu_ms']:.2f} | {on['cpu_ms'] / off['cpu_ms']:.3f} | "
               f"{on['import_ms']:.0f} / {off['import_ms']:.0f} | {on['init_ms']:.0f} / {off['init_ms']:.0f} |")
     if pairs:
-        ratio = statistics.median(p[True]["step_ms"] / p[False]["step_ms"] for p in pairs)
+        wall = statistics.median(p[True]["step_ms"] / p[False]["step_ms"] for p in pairs)
+        cpu = statistics.median(p[True]["cpu_ms"] / p[False]["cpu_ms"] for p in pairs)
         imp = statistics.median(p[True]["import_ms"] - p[False]["import_ms"] for p in pairs)
-        print(f"\nmedian step-time ratio on/off: {ratio:.4f} ({100 * (ratio - 1):+.2f}%); "
+        print(f"\nmedian ratio on/off over the pairs: step time {wall:.4f} ({100 * (wall - 1):+.2f}%), "
+              f"CPU time per step {cpu:.4f} ({100 * (cpu - 1):+.2f}%); "
               f"median extra import time with the helper: {imp:+.0f} ms (once per rank)")
     return 0 if pairs else 1
 
