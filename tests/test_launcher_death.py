@@ -94,9 +94,49 @@ def test_sigkill_of_the_launcher_takes_a_user_scripts_ranks_too(studio_home, tmp
     assert all(gone(p) for p in children), "the ranks' children outlived the run"
     said = run_.log.read_text()
     assert "the launcher ended without reporting a result (killed by SIGKILL)" in said, said[-2000:]
-    assert "2 of its 2 rank(s) ended with it; ended 2 process(es) the ranks had started (pid " in said, said[-2000:]
+    # The rank's lifeline (killing its group) or the CLI (ending what dead ranks left): whichever came first.
+    assert "2 of its 2 rank(s) ended with it" in said, said[-2000:]
     assert run_processes(run_.record.run_id) == []
 
+
+ORPHANING_RANK = """
+import signal, subprocess, sys, time
+child = subprocess.Popen([sys.executable, "-c", "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+                          "print('up', flush=True); time.sleep(120)"], stdout=subprocess.PIPE, text=True)
+assert child.stdout.readline().strip() == "up"
+print(child.pid, flush=True)
+time.sleep(120)
+"""
+
+
+@pytest.mark.posix_only("on Windows the Job Object takes a rank's children with it")
+def test_the_cli_ends_what_a_dead_rank_left_running_and_nothing_else(studio_home):
+    """aftermath._end_orphans: a rank killed alone (as by the parent-death signal) leaves a child that
+    ignores SIGTERM; it is found through its dead parent and ended; a process that is not the recorded
+    one is not touched."""
+    from ddpstudio.core.launch.aftermath import _end_orphans
+    from ddpstudio.core.process.proctable import create_time
+
+    rank = subprocess.Popen([sys.executable, "-c", ORPHANING_RANK], stdout=subprocess.PIPE, text=True,
+                            start_new_session=True)  # a rank leads its own process group
+    stranger = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], start_new_session=True)
+    child = None
+    try:
+        child = int(rank.stdout.readline())
+        created = create_time(rank.pid)
+        rank.kill()
+        rank.wait(10)
+        assert not gone(child)
+        assert _end_orphans([(rank.pid, created), (stranger.pid, 0.0)], current()) == [child]
+        wait_for(lambda: gone(child), 10, "the orphan to be ended")
+        assert stranger.poll() is None, "a process that is not the recorded one is left alone"
+    finally:
+        for proc in (rank, stranger):
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(10)
+        if child is not None and not gone(child):
+            os.kill(child, signal.SIGKILL)
 
 def _stubborn_children(run_: CliRun) -> list[int] | None:
     """The pids stubborn_child.py's ranks print ("rank N child pid P"), once both have."""
