@@ -6,6 +6,7 @@ import pytest
 
 from ddpstudio.core import protocol
 from ddpstudio.gui.form_state import SetupState
+from ddpstudio.gui.run_history import load_run
 from tests.studio import SCRIPTS
 from tests.test_gui_window import RUN_TIMEOUT_MS, assert_nothing_left, launch, open_window  # noqa: F401
 
@@ -29,3 +30,9 @@ def test_not_a_distributed_script_shows_the_panel_with_the_ranks_last_lines(qtbo
     assert window.progress.state.text() == "Not a distributed script"
     assert window.statusBar().currentMessage().startswith("Run not a distributed script after ")
     assert_nothing_left(qtbot, studio_home)
+
+    panel.clear()  # reopened from its folder, the run says the same
+    window.run_view.show_past(load_run(finished.args[0].get("run_dir")))
+    assert panel.isVisible() and panel.title.text() == "Not a distributed script"
+    assert panel.details.toPlainText().splitlines()[-1] == f"[rank 1] {SHORTAGE}"
+    assert "not a distributed script): the plots show" in window.run_view.past_banner.text()

@@ -118,7 +118,8 @@ class RunView(QWidget):
                 self._live_load = (self.plots.history, self.plots.cpu_mode)
             self._show_load(run.load, run.load.cpu_mode)
         s = run.summary
-        self.past_banner.setText(f"Past run {s.run_id} ({s.started_text}, {s.state}): the plots show what it "
+        self.past_banner.setText(f"Past run {s.run_id} ({s.started_text}, {protocol.outcome_text(s.state)}): the "
+                                 f"plots show what it "
                                  f"measured, not this machine now. Launch to go live again.")
         self.past_banner.show()
         self.progress.set_state(run.summary.state if run.summary.state != "unknown" else "idle")
