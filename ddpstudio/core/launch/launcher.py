@@ -381,9 +381,9 @@ class Launcher:
             self.state = RunState.STOPPED
         else:
             self.state = RunState.FINISHED
-        verdict = judge(self.ranks, self.plan.world_size) if self.plan.script and not root and \
-            self.state is RunState.FINISHED else None
-        if verdict is not None:
+        verdict = None
+        if self.plan.script is not None and self.state is RunState.FINISHED:
+            verdict = judge(self.ranks, self.plan.world_size)  # exited 0: but did it train, and together?
             self.state = RunState(verdict.outcome)
         duration = time.time() - self.t0
         result = {"run_id": self.plan.run_id, "state": self.state.value, "duration_s": duration,
