@@ -135,6 +135,8 @@ def test_native_script_reports_native_and_keeps_torch_untouched(studio_home):
 def test_a_script_without_torch_is_unaffected(studio_home):
     evs, lines = _script_run("--grad-exchange", "staged", script="no_torch.py")
     assert not of_type(evs, protocol.RANK_JOINED)
+    # torch never imported: the helper never woke up, so it cannot call this "not a distributed script"
+    assert not of_type(evs, protocol.RANK_WATCHED) and final(evs).get("state") == protocol.FINISHED
     for rank in (0, 1):
         first = lines[rank][0]
         assert first.startswith("heavy modules: []; sitecustomize: "), first

@@ -77,6 +77,75 @@ def test_sigkill_of_the_launcher_mid_run_takes_every_rank_and_the_cli_says_so(st
     print(f"ranks gone {took:.2f} s after the launcher's SIGKILL")
 
 
+def test_sigkill_of_the_launcher_takes_a_user_scripts_ranks_too(studio_home, tmp_path):
+    """A user's script runs no code of ours in its loop: its ranks die with the launcher all the same (the
+    parent-death signal), and the children they started, which that signal does not reach, are ended by the
+    CLI that notices the launcher is gone."""
+    from tests.studio import SCRIPTS
+
+    run_ = CliRun(tmp_path, "--script", str(SCRIPTS / "stubborn_child.py"), "--script-style", "env",
+                  "--rendezvous-timeout", "20", "--", "train")
+    run_.wait_training()
+    ranks = [r.pid for r in run_.record.ranks]
+    children = wait_for(lambda: _stubborn_children(run_), 60, "each rank's child to start")
+    os.kill(run_.record.launcher_pid, signal.SIGKILL)
+    wait_for(lambda: all(gone(p) for p in ranks), 5, "every rank to die with the launcher")
+    assert run_.proc.wait(30) == 1  # the CLI ends what the ranks left (the children ignore SIGTERM)
+    assert all(gone(p) for p in children), "the ranks' children outlived the run"
+    said = run_.log.read_text()
+    assert "the launcher ended without reporting a result (killed by SIGKILL)" in said, said[-2000:]
+    # The rank's lifeline (killing its group) or the CLI (ending what dead ranks left): whichever came first.
+    assert "2 of its 2 rank(s) ended with it" in said, said[-2000:]
+    assert run_processes(run_.record.run_id) == []
+
+
+ORPHANING_RANK = """
+import signal, subprocess, sys, time
+child = subprocess.Popen([sys.executable, "-c", "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+                          "print('up', flush=True); time.sleep(120)"], stdout=subprocess.PIPE, text=True)
+assert child.stdout.readline().strip() == "up"
+print(child.pid, flush=True)
+time.sleep(120)
+"""
+
+
+@pytest.mark.posix_only("on Windows the Job Object takes a rank's children with it")
+def test_the_cli_ends_what_a_dead_rank_left_running_and_nothing_else(studio_home):
+    """aftermath._end_orphans: a rank killed alone (as by the parent-death signal) leaves a child that
+    ignores SIGTERM; it is found through its dead parent and ended; a process that is not the recorded
+    one is not touched."""
+    from ddpstudio.core.launch.aftermath import _end_orphans
+    from ddpstudio.core.process.proctable import create_time
+
+    rank = subprocess.Popen([sys.executable, "-c", ORPHANING_RANK], stdout=subprocess.PIPE, text=True,
+                            start_new_session=True)  # a rank leads its own process group
+    stranger = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], start_new_session=True)
+    child = None
+    try:
+        child = int(rank.stdout.readline())
+        created = create_time(rank.pid)
+        rank.kill()
+        rank.wait(10)
+        assert not gone(child)
+        assert _end_orphans([(rank.pid, created), (stranger.pid, 0.0)], current()) == [child]
+        wait_for(lambda: gone(child), 10, "the orphan to be ended")
+        assert stranger.poll() is None, "a process that is not the recorded one is left alone"
+    finally:
+        for proc in (rank, stranger):
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(10)
+        if child is not None and not gone(child):
+            os.kill(child, signal.SIGKILL)
+
+def _stubborn_children(run_: CliRun) -> list[int] | None:
+    """The pids stubborn_child.py's ranks print ("rank N child pid P"), once both have."""
+    import re
+
+    pids = [int(p) for p in re.findall(r"child pid (\d+)", run_.log.read_text())]
+    return pids if len(pids) == 2 else None
+
+
 def test_sigkill_of_the_launcher_while_ranks_still_start_takes_them_too(studio_home, tmp_path):
     run_ = CliRun(tmp_path, *TRAIN)  # returns as soon as both ranks are recorded: they are still importing
     os.kill(run_.record.launcher_pid, signal.SIGKILL)

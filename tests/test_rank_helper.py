@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+
+import pytest
 
 from ddpstudio.core.exchange.choice import EXCHANGE_ENV
 from ddpstudio.core.launch.commands import rank_helper_dir
@@ -71,3 +74,30 @@ def test_staged_all_reduce_sync_async_and_future_in_a_real_gloo_group(tmp_path):
     outs = [p.communicate(timeout=120) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outs
     assert [o[0] for o in outs] == ["ok\n", "ok\n"]
+
+
+@pytest.mark.posix_only("the lifeline pipe is POSIX's; Windows ranks die with the launcher's Job Object")
+def test_the_helper_watches_the_launchers_lifeline_without_importing_our_packages():
+    """A user script's rank dies (with its process group) when the lifeline's write end closes."""
+    from ddpstudio.core.protocol import LIFELINE_FD_ENV
+    from ddpstudio.rank import lifeline
+
+    assert lifeline.LIFELINE_FD_ENV == LIFELINE_FD_ENV  # the helper loads lifeline.py alone: no import of ours
+    read_fd, write_fd = os.pipe()
+    code = ("import sys, threading, time; "
+            "print(sorted(m for m in ('torch', 'ddpstudio') if m in sys.modules), "
+            "[t.name for t in threading.enumerate() if t.name == 'ddpstudio-lifeline'], flush=True); "
+            "time.sleep(60)")
+    env = {**os.environ, LIFELINE_FD_ENV: str(read_fd),
+           "PYTHONPATH": os.pathsep.join([rank_helper_dir(), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.Popen([sys.executable, "-c", code], env=env, pass_fds=(read_fd,), stdout=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    os.close(read_fd)
+    try:
+        assert proc.stdout.readline().strip() == "[] ['ddpstudio-lifeline']"
+        os.close(write_fd)  # the launcher is gone
+        assert proc.wait(10) == -signal.SIGKILL
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)

@@ -166,7 +166,10 @@ class ProgressView:
         state = ev.get("state")
         duration = ev.get("duration_s") or 0.0
         world = ev.get("world_size") or self.world_size
-        self._print(f"run {state} after {duration:.1f} s" + (f" (world size {world})" if world else ""))
+        self._print(f"run {protocol.outcome_text(state)} after {duration:.1f} s"
+                    + (f" (world size {world})" if world else ""))
+        if state in (protocol.NOTHING_TRAINED, protocol.NOT_DISTRIBUTED):
+            self._not_trained(ev)
         if self.model_path:
             self._print(f"trained weights: {self.model_path} (loading them: README, 'Using the trained model')")
         cause = ev.get("root_cause")
@@ -175,3 +178,15 @@ class ProgressView:
             for line in cause.get("traceback_tail") or []:
                 self._print(f"    {line}")
             self._print(f"logs: {ev.get('run_dir')}")
+
+    def _not_trained(self, ev: protocol.Event) -> None:
+        """Why a run that exited 0 did not train (one line), then what its ranks said last."""
+        from ddpstudio.core.launch.outcome import last_output_lines
+
+        self._print(str(ev.get("summary")))
+        lines = last_output_lines(ev.get("last_output"))
+        if lines:
+            self._print("the ranks' last output:")
+            for line in lines:
+                self._print(f"  {line}")
+        self._print(f"logs: {ev.get('run_dir')}")

@@ -12,11 +12,15 @@ from ddpstudio.core.plan import DEFAULT_DIST_ARGS, DEFAULT_SPAWN_ARGS, LR_SCHEDU
 
 EXIT_BAD_INPUT = 2
 DEMO_STEPS = 40
+EXIT_HELP = ("exit status: 0 finished, 1 failed, 2 bad input (nothing started), 3 stopped, "
+             "4 finished, but nothing trained (a script's ranks joined and exited 0 without a training step), "
+             "5 not a distributed script (torch imported, no rank called init_process_group)")
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser("run", help="train with DDP: the built-in recipe or your script",
-                       description="Train with DDP. Script arguments go after '--'.")
+                       description="Train with DDP. Script arguments go after '--'.",
+                       epilog=EXIT_HELP)
     p.add_argument("--demo", action="store_true",
                    help=f"the built-in demo: resnet18 on synthetic data, {DEMO_STEPS} steps (no data, no GPU needed)")
     what = p.add_argument_group("what to train")

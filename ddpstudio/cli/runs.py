@@ -8,6 +8,7 @@ import sys
 import time
 
 from ddpstudio.cli.progress import format_eta
+from ddpstudio.core import protocol
 
 EXIT_BAD_INPUT = 2
 EXIT_FAILED = 1  # a folder could not be removed (Windows: a file held open)
@@ -43,7 +44,7 @@ def _row(e) -> list[str]:
     best = f"{e.best_eval.metric.removeprefix('eval_')} {e.best_eval.value:.4g}" if e.best_eval else "-"
     kind = "bench" if e.origin == "bench" else ""
     return [e.run_id, time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(e.started)),
-            format_eta(e.duration_s) if e.duration_s is not None else "-", e.state + (f" ({kind})" if kind else ""),
+            format_eta(e.duration_s) if e.duration_s is not None else "-", protocol.outcome_text(e.state) + (f" ({kind})" if kind else ""),
             e.what, str(e.world_size), e.backend, _num(e.final_loss, ".4f"), best,
             _num(e.mean_samples_per_s, ".1f"), format_size(e.size_bytes)]
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any, Mapping
 
 SCHEMA_VERSION = 1
@@ -25,6 +26,7 @@ RUN_STARTED = "run_started"
 RANK_STARTED = "rank_started"
 RANK_JOINED = "rank_joined"
 RANK_LEFT = "rank_left"  # a script's rank called destroy_process_group (reported by the rank helper)
+RANK_WATCHED = "rank_watched"  # the rank helper saw a script's rank import torch.distributed
 STEP = "step"
 GLOBAL_STEP = "global_step"
 EPOCH_END = "epoch_end"
@@ -43,6 +45,7 @@ KNOWN_TYPES = frozenset(
         RANK_STARTED,
         RANK_JOINED,
         RANK_LEFT,
+        RANK_WATCHED,
         STEP,
         GLOBAL_STEP,
         EPOCH_END,
@@ -57,11 +60,31 @@ KNOWN_TYPES = frozenset(
     }
 )
 
-# Final states carried by run_finished (and the launcher's exit code).
-FINISHED = "finished"
-FAILED = "failed"
-STOPPED = "stopped"
-EXIT_CODES = {FINISHED: 0, FAILED: 1, STOPPED: 3}
+class Outcome(StrEnum):
+    """How a run ended: the ``state`` of run_finished, result.json and the registry (docs/protocol.md)."""
+
+    FINISHED = "finished"
+    FAILED = "failed"
+    STOPPED = "stopped"
+    NOTHING_TRAINED = "nothing_trained"  # the ranks joined, exited 0, and no rank trained a step
+    NOT_DISTRIBUTED = "not_distributed"  # torch was imported, no rank ever initialised a process group
+
+
+# Final states carried by run_finished (and the launcher's exit code; 2 is "refused, nothing started").
+FINISHED = Outcome.FINISHED
+FAILED = Outcome.FAILED
+STOPPED = Outcome.STOPPED
+NOTHING_TRAINED = Outcome.NOTHING_TRAINED
+NOT_DISTRIBUTED = Outcome.NOT_DISTRIBUTED
+EXIT_CODES = {FINISHED: 0, FAILED: 1, STOPPED: 3, NOTHING_TRAINED: 4, NOT_DISTRIBUTED: 5}
+# What each outcome is called where people read it (CLI, window, runs list).
+OUTCOME_TEXT = {FINISHED: "finished", FAILED: "failed", STOPPED: "stopped",
+                NOTHING_TRAINED: "finished, but nothing trained", NOT_DISTRIBUTED: "not a distributed script"}
+
+
+def outcome_text(state: str | None) -> str:
+    """An outcome in words ("not a distributed script"); any other state as it is."""
+    return OUTCOME_TEXT.get(state, state or "unknown")  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)

@@ -77,8 +77,10 @@ class ErrorPanel(QFrame):
         self.hide()
 
     def show_failure(self, title: str, summary: str, traceback: list[str] | None = None,
-                     hints: list[Hint] | None = None, run_dir: str = "") -> None:
+                     hints: list[Hint] | None = None, run_dir: str = "", details_title: str = "Traceback") -> None:
+        """A failure (or a run that exited 0 without training): ``traceback`` is the details' text."""
         self._fill("failure", QStyle.StandardPixmap.SP_MessageBoxCritical, title, summary, hints or [], run_dir)
+        self.details_button.setText(details_title)
         self.details.setPlainText("\n".join(traceback or []))
         self.details_button.setVisible(bool(traceback))
         self.details_button.setChecked(bool(traceback))

@@ -222,8 +222,7 @@ class MainWindow(QMainWindow):
     def _on_run_finished(self, event) -> None:
         self._feed(event)
         state = event.get("state")
-        if state == "failed":
-            self.run_view.show_failure("The run failed", dict(event.data), self.metrics)
+        self.run_view.show_outcome(dict(event.data), self.metrics)
         self.statusBar().showMessage(finished_text(state, event.get("duration_s")), 15000)
         self.runs_panel.refresh()
         if self._close_when_idle:

@@ -13,17 +13,20 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QProgressBar, QVBoxLayout, QWidget
 
 from ddpstudio.cli.progress import format_eta
+from ddpstudio.core import protocol
 from ddpstudio.core.platform import Platform, current
 from ddpstudio.gui.run_metrics import RunMetrics
 from ddpstudio.gui import run_story
 
 STATE_TEXT = {"idle": "Ready", "preparing": "Preparing…", "starting": "Starting the ranks…",
               "running": "Training", "stopping": "Stopping…", "finished": "Finished", "failed": "Failed",
-              "stopped": "Stopped"}
+              "stopped": "Stopped", protocol.NOTHING_TRAINED: "Finished, but nothing trained",
+              protocol.NOT_DISTRIBUTED: "Not a distributed script"}
 
 
 def finished_text(state: str, duration) -> str:
     """The status line for a finished run: "Run finished after 15.2 s" (or "after 1:02:03")."""
+    state = protocol.outcome_text(state)
     if not isinstance(duration, (int, float)):
         return f"Run {state}"
     return f"Run {state} after {duration:.1f} s" if duration < 60 else f"Run {state} after {format_eta(duration)}"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 
 from ddpstudio.cli.progress import format_eta
+from ddpstudio.core import protocol
 from ddpstudio.core.platform import Platform
 from ddpstudio.core.process.exitcodes import describe_exit
 from ddpstudio.gui.run_metrics import RunMetrics
@@ -45,8 +46,9 @@ def summary(m: RunMetrics, platform: Platform) -> str:
     """The end of a run in one paragraph (plain text; the progress view shows it as a card)."""
     final = m.final or {}
     state = str(final.get("state") or "ended")
-    parts = [f"{state.capitalize()} after {duration_text(final['duration_s'])}"
-             if isinstance(final.get("duration_s"), (int, float)) else state.capitalize()]
+    said = protocol.outcome_text(state).capitalize()
+    parts = [f"{said} after {duration_text(final['duration_s'])}"
+             if isinstance(final.get("duration_s"), (int, float)) else said]
     world = final.get("world_size") or m.info.get("world_size")
     if world:
         parts.append(f"{world} rank{'s' if world != 1 else ''}")

@@ -12,6 +12,8 @@ from __future__ import annotations
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QLabel, QTabWidget, QVBoxLayout, QWidget
 
+from ddpstudio.core import protocol
+from ddpstudio.core.launch.outcome import last_output_lines
 from ddpstudio.gui.compare_view import CompareView
 from ddpstudio.gui.dialogs import Dialogs
 from ddpstudio.gui.error_panel import ErrorPanel
@@ -93,6 +95,21 @@ class RunView(QWidget):
         hints = hints_for(summary, cause.get("message", ""), *tail, *errors)
         self.error_panel.show_failure(title, summary, tail, hints, final.get("run_dir") or "")
 
+    def show_outcome(self, final: dict, metrics: RunMetrics | None, title: str = "The run failed") -> bool:
+        """The error panel for a run that did not end well: failed, or exited 0 without training
+        (issue 11: why, and the ranks' last output lines). Returns whether the panel shows."""
+        state = final.get("state")
+        if state == protocol.FAILED:
+            self.show_failure(title, final, metrics)
+        elif state in (protocol.NOTHING_TRAINED, protocol.NOT_DISTRIBUTED):
+            said = protocol.outcome_text(state)
+            self.error_panel.show_failure(f"{said[0].upper()}{said[1:]}", final.get("summary") or said,
+                                          last_output_lines(final.get("last_output")), [],
+                                          final.get("run_dir") or "", details_title="Last output")
+        else:
+            return False
+        return True
+
     def show_past(self, run: LoadedRun) -> None:
         """A finished run reopened from its folder: its curves (load included), log, state and root cause."""
         self.show_metrics(run.metrics)
@@ -101,16 +118,15 @@ class RunView(QWidget):
                 self._live_load = (self.plots.history, self.plots.cpu_mode)
             self._show_load(run.load, run.load.cpu_mode)
         s = run.summary
-        self.past_banner.setText(f"Past run {s.run_id} ({s.started_text}, {s.state}): the plots show what it "
+        self.past_banner.setText(f"Past run {s.run_id} ({s.started_text}, {protocol.outcome_text(s.state)}): the "
+                                 f"plots show what it "
                                  f"measured, not this machine now. Launch to go live again.")
         self.past_banner.show()
         self.progress.set_state(run.summary.state if run.summary.state != "unknown" else "idle")
         self.log_view.clear()
         self.log_view.extend(run.logs)
         final = run.metrics.final or {}
-        if final.get("state") == "failed":
-            self.show_failure(f"Run {run.summary.run_id} failed", final, run.metrics)
-        else:
+        if not self.show_outcome(final, run.metrics, f"Run {run.summary.run_id} failed"):
             self.error_panel.clear()
 
     def _leave_past(self) -> None:

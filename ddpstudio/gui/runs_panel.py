@@ -17,6 +17,7 @@ from PySide6.QtWidgets import (QAbstractItemView, QHBoxLayout, QHeaderView, QLab
 
 from ddpstudio.cli.progress import format_eta
 from ddpstudio.cli.runs import format_size
+from ddpstudio.core import protocol
 from ddpstudio.core.metrics.catalog import RunEntry, list_entries
 from ddpstudio.gui.run_history import LoadedRun
 from ddpstudio.gui.workers import Workers
@@ -98,7 +99,8 @@ class RunsPanel(QWidget):
             loss = f"{run.final_loss:.4f}" if run.final_loss is not None else ""
             rate = f"{run.mean_samples_per_s:.1f}" if run.mean_samples_per_s is not None else ""
             kind = "benchmark" if run.origin == "bench" else "training"
-            item = QTreeWidgetItem([time.strftime("%Y-%m-%d %H:%M", time.localtime(run.started)), run.state, kind,
+            item = QTreeWidgetItem([time.strftime("%Y-%m-%d %H:%M", time.localtime(run.started)),
+                                    protocol.outcome_text(run.state), kind,
                                     run.what, str(run.world_size), duration, loss, rate,
                                     format_size(run.size_bytes)])
             item.setData(0, Qt.ItemDataRole.UserRole, run.run_dir)
@@ -175,7 +177,7 @@ class RunsPanel(QWidget):
 
     def show_details(self, run: LoadedRun) -> None:
         plan, metrics = run.plan, run.metrics
-        lines = [f"Run {plan.run_id}: {run.summary.state}", f"Folder: {plan.run_dir}",
+        lines = [f"Run {plan.run_id}: {protocol.outcome_text(run.summary.state)}", f"Folder: {plan.run_dir}",
                  f"{plan.world_size} ranks, {plan.backend} on {plan.device}, {plan.store} store ({plan.init_method})"]
         lines += [f"  - {reason}" for reason in plan.reasons]
         if metrics.final and metrics.final.get("summary"):

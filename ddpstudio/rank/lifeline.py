@@ -4,7 +4,8 @@ The launcher hands each rank the read end of a pipe whose write end only it
 holds; end-of-file on it means the launcher is gone, and a rank nobody
 watches or stops must not keep training (or keep a FileStore in use). Call
 :func:`watch_launcher` first thing in a rank: the built-in recipe does, and
-so can a start-up helper for user scripts. Standard library only.
+the rank helper does for user scripts (it loads this file alone, so nothing
+here imports a package of ours). Standard library only.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import os
 import signal
 import threading
 
-from ddpstudio.core.protocol import LIFELINE_FD_ENV
+LIFELINE_FD_ENV = "DDPSTUDIO_LIFELINE_FD"  # core.protocol.LIFELINE_FD_ENV (tests/test_rank_helper.py: the same)
 
 
 def watch_launcher(environ: dict[str, str] | None = None) -> bool:

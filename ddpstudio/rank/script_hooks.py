@@ -1,5 +1,8 @@
 """What the rank helper installs into a user's script once the script imports ``torch.distributed``.
 
+- importing ``torch.distributed`` -> ``rank_watched`` (the launcher then knows
+  this rank is seen from inside: it joins by ``rank_joined`` only, and a run
+  where none does is "not a distributed script");
 - ``init_process_group`` -> a ``rank_joined`` event (rank, world size,
   backend, device, pid, and the gradient exchange this rank really runs);
   ``destroy_process_group`` -> ``rank_left``.
@@ -50,6 +53,7 @@ def install(dist: ModuleType) -> None:
         setattr(dist, name, wrapped)
         if c10d is not None and getattr(c10d, name, None) is original:
             setattr(c10d, name, wrapped)
+    state.emitter.emit(protocol.RANK_WATCHED, pid=os.getpid(), source="rank helper")
 
 
 class _State:

@@ -19,11 +19,12 @@ from pathlib import Path
 from typing import Any
 
 from ddpstudio.core import paths
+from ddpstudio.core.protocol import Outcome
 from ddpstudio.core.atomic import overwrite_in_place, write_json
 
 SCHEMA_VERSION = 1
 RUNNING = "running"
-ENDED_STATES = ("finished", "failed", "stopped")
+ENDED_STATES = tuple(str(o) for o in Outcome)  # finished, failed, stopped, nothing_trained, not_distributed
 STATES = (RUNNING, *ENDED_STATES)
 
 

@@ -36,6 +36,9 @@ def ranks_after_launcher_death(run_id: str, run_dir: str, launcher_exit: int | N
         alive = [r for r in alive if is_alive(*r)]
     gone = len(ranks) - len(alive)
     parts = [f"{gone} of its {len(ranks)} rank(s) ended with it"] if ranks else ["no rank had started"]
+    left = _end_orphans([r for r in ranks if r not in alive], platform)
+    if left:
+        parts.append(f"ended {len(left)} process(es) the ranks had started (pid {', '.join(map(str, left))})")
     if alive:
         result = killer.stop([killer.Target(pid, created, group=True) for pid, created in alive],
                              platform)
@@ -45,6 +48,25 @@ def ranks_after_launcher_death(run_id: str, run_dir: str, launcher_exit: int | N
             parts.append(f"pid {pid} is still running ({why}); run 'ddpstudio clean'")
     _record_failed(run_id, head)
     return f"{head}; " + "; ".join(parts) + f"; see {run_dir}"
+
+
+def _end_orphans(dead_ranks: list[tuple[int, float | None]], platform: Platform) -> list[int]:
+    """What dead ranks had started and left running (a script's own children), stopped; their pids.
+
+    The parent-death signal kills a rank alone, so its children outlive it (POSIX; on Windows the Job
+    Object takes them). ``ProcTable.descendants`` finds them by parent and by the rank's process group,
+    never adopting a stranger through a reused pid.
+    """
+    if platform.is_windows or not dead_ranks:
+        return []
+    from ddpstudio.core.process.proctable import ProcTable
+
+    table = ProcTable.take()
+    orphans = {p.pid: p for pid, created in dead_ranks for p in table.descendants(pid, created, posix=True)}
+    if not orphans:
+        return []
+    result = killer.stop([killer.Target(p.pid, p.create_time) for p in orphans.values()], platform)
+    return list(result.stopped)
 
 
 def _recorded_ranks(run_dir: str) -> list[tuple[int, float | None]] | None:

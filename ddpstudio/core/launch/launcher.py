@@ -5,7 +5,8 @@ ranks' events onto stdout (one JSON line each), stops everything when a rank
 fails (reporting the earliest failure as the root cause) or when asked to
 stop, and watches the rendezvous. Stop requests: SIGINT/SIGTERM, a ``STOP``
 file in the run directory, or (with ``--stdin-control``) a ``stop`` line on
-stdin or stdin closing. Exit status: 0 finished, 1 failed, 3 stopped.
+stdin or stdin closing. Exit status: 0 finished, 1 failed, 2 refused, 3 stopped,
+4 finished but nothing trained, 5 not a distributed script (``protocol.EXIT_CODES``).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import sys
 import threading
 import time
 import traceback
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TextIO
@@ -30,6 +32,7 @@ from ddpstudio.core.launch.commands import rank_command, rank_env
 from ddpstudio.core.launch.diskguard import DiskProblem, GuardedWriter, probe
 from ddpstudio.core.launch.history import HistoryWriter
 from ddpstudio.core.launch.lossparse import LossScraper
+from ddpstudio.core.launch.outcome import LAST_LINES, copies_warning, judge
 from ddpstudio.core.launch.planfile import PlanError, read_plan
 from ddpstudio.core.launch.scriptsteps import ScriptSteps
 from ddpstudio.core.plan import Plan
@@ -52,6 +55,8 @@ class RunState(enum.Enum):
     FINISHED = protocol.FINISHED
     FAILED = protocol.FAILED
     STOPPED = protocol.STOPPED
+    NOTHING_TRAINED = protocol.NOTHING_TRAINED
+    NOT_DISTRIBUTED = protocol.NOT_DISTRIBUTED
 
 
 @dataclass
@@ -71,6 +76,15 @@ class RankProc:
     exit_code: int | None = None
     error_t: float | None = None
     created: float | None = None  # create time: with the pid, identifies the rank in the registry
+    # Seen from inside (issue 11): the rank helper watches it, so it joins by rank_joined only, never
+    # by a first printed loss (a script that logs on rank 0 only has silent ranks that did join).
+    watched: bool = False
+    in_group: bool = False  # said rank_joined: initialised its process group
+    trained: bool = False  # reported or printed a training step
+    last: deque = field(default_factory=lambda: deque(maxlen=LAST_LINES))  # its last output lines
+
+    def last_lines(self) -> list[str]:
+        return list(self.last)
 
 
 class Launcher:
@@ -103,6 +117,7 @@ class Launcher:
         # A script's steps: printed and reported ones counted once, and their mean over ranks (global_step).
         # Spawn style: the world size is not known in advance, so no global mean (per-rank curves only).
         self.steps = ScriptSteps(plan.world_size) if plan.script is not None and self.spawned is None else None
+        self._copies_warned = False
 
     # -- output --------------------------------------------------------------
     def emit(self, event: protocol.Event) -> None:
@@ -285,11 +300,14 @@ class Launcher:
     def _pump_rank(self, r: RankProc, final: bool) -> None:
         for line in r.events.read_lines(final):
             for ev in r.parser.feed(line):
-                r.speaks = True
-                if ev.type == protocol.RANK_JOINED:
-                    r.joined = True
+                r.speaks = r.speaks or ev.type != protocol.RANK_WATCHED  # the helper's, not the script's
+                if ev.type == protocol.RANK_WATCHED:
+                    r.watched = True
+                elif ev.type == protocol.RANK_JOINED:
+                    r.joined = r.in_group = True
                 elif ev.type == protocol.STEP:
-                    r.joined = r.reports_steps = True
+                    r.reports_steps = True
+                    self._trained(r)
                 elif ev.type == protocol.ERROR and r.error_t is None:
                     r.error_t = ev.t
                 self.emit(ev)
@@ -303,15 +321,33 @@ class Launcher:
                 if not redrawn:  # a progress bar's intermediate updates are read, not logged
                     if stream == "stderr":
                         r.stderr.add(line)
+                    if line.strip():
+                        r.last.append(line)
                     self.emit(protocol.make_event(protocol.LOG, rank=self._tag(r), stream=stream, line=line))
                 if r.scraper is not None and not r.reports_steps:
                     self._scraped(r, r.scraper.feed(line))
         if final and self.steps is not None:
             self._emit_all(self.steps.release(r.rank, time.monotonic(), final=True))
+        self._warn_copies()
 
     def _emit_all(self, events: list[protocol.Event]) -> None:
         for ev in events:
             self.emit(ev)
+
+    def _trained(self, r: RankProc) -> None:
+        """A training step: the rank trains; without the helper watching it, it has joined too (the fallback)."""
+        r.trained = True
+        if not r.watched:
+            r.joined = True
+
+    def _warn_copies(self) -> None:
+        """Every rank trains and none initialised a process group: say so once, while it trains."""
+        if self._copies_warned or self.plan.script is None or self.spawned is not None:
+            return
+        message = copies_warning(self.ranks, self.plan.world_size)
+        if message is not None:
+            self._copies_warned = True
+            self.emit(protocol.make_event(protocol.WARNING, message=message))
 
     def _scraped(self, r: RankProc, found) -> None:
         if found is None:
@@ -319,7 +355,7 @@ class Launcher:
         if found.eval:
             ev = protocol.make_event(protocol.EVAL, rank=r.rank, step=found.step, loss=found.loss, source="scraped")
         else:
-            r.joined = True
+            self._trained(r)
             ev = protocol.make_event(protocol.STEP, rank=r.rank, step=found.step, loss=found.loss, source="scraped")
         if self.steps is not None:
             self.steps.scraped(ev, time.monotonic())  # emitted once it is known not to be reported too
@@ -364,6 +400,8 @@ class Launcher:
         if time.time() - self.t0 < self.plan.rendezvous_timeout + 5:
             return
         self._watchdog_fired = True
+        if not any(r.in_group for r in self.ranks) and any(r.trained and r.watched for r in self.ranks):
+            return  # training without a process group: not a stall, N copies (_warn_copies says so)
         waiting = [r.rank for r in self.ranks if not r.joined]
         facts = [f"rank(s) {', '.join(map(str, waiting))} had not joined after {self.plan.rendezvous_timeout:g} s"]
         dead = [r.rank for r in self.ranks if r.exit_code is not None and not r.joined]
@@ -403,11 +441,21 @@ class Launcher:
             self.state = RunState.STOPPED
         else:
             self.state = RunState.FINISHED
+        verdict = None
+        # Exited 0: but did it train, and together? (Spawn style: once the ranks the script started have
+        # joined a group, they did; their steps are not the script process's own.)
+        if self.plan.script is not None and self.state is RunState.FINISHED and (
+                self.spawned is None or self.world_seen is None):
+            verdict = judge(self.ranks, self.plan.world_size)
+            self.state = RunState(verdict.outcome)
         duration = time.time() - self.t0
         result = {"run_id": self.plan.run_id, "state": self.state.value, "duration_s": duration,
                   "root_cause": root.to_dict() if root else None,
-                  "summary": root.summary() if root else None, "stop_reason": self.stop_reason or None,
+                  "summary": root.summary() if root else (verdict.summary if verdict else None),
+                  "stop_reason": self.stop_reason or None,
                   "exit_codes": {str(r.rank): r.exit_code for r in self.ranks}, "world_size": self.world_seen}
+        if verdict is not None and verdict.last_output:
+            result["last_output"] = verdict.last_output
         self.run.write_json(self.run.result, result)
         if self.plan.store_path and not self.plan.store_is_fixed:
             # A fresh store is ours alone; once every rank is gone it is only a hazard.
@@ -417,7 +465,8 @@ class Launcher:
         self._finished = True
         self.emit(protocol.make_event(protocol.RUN_FINISHED, state=self.state.value, duration_s=duration,
                                       root_cause=result["root_cause"], summary=result["summary"],
-                                      run_dir=self.plan.run_dir, world_size=self.world_seen))
+                                      run_dir=self.plan.run_dir, world_size=self.world_seen,
+                                      **_extra(result, "last_output")))
         self.tree.close()
         if self._history is not None:
             self._history.close()
@@ -480,6 +529,11 @@ class Launcher:
                 self._finished = True
                 self.emit(_failed_event(message, self.plan.run_dir))
             return RunState.FAILED
+
+
+def _extra(result: dict, *keys: str) -> dict:
+    """The optional fields of result.json that run_finished also carries."""
+    return {k: result[k] for k in keys if k in result}
 
 
 def _failed_event(message: str, run_dir: str | None = None) -> protocol.Event:

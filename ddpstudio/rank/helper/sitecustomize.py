@@ -99,9 +99,23 @@ def _spawned_rank():
         _warn("could not give this spawned process its own log (its output goes to the script's)", exc)
 
 
+def _watch_launcher():
+    """Die with the launcher, with every process this rank started (POSIX; Windows: the Job Object).
+
+    The kernel's parent-death signal kills the rank alone; the lifeline kills its process group.
+    """
+    if not os.environ.get("DDPSTUDIO_LIFELINE_FD"):  # core.protocol.LIFELINE_FD_ENV
+        return
+    try:
+        _load("lifeline").watch_launcher()
+    except Exception as exc:
+        _warn("could not watch the launcher (the parent-death signal still ends this rank)", exc)
+
+
 _chain()
 _spawned_rank()
 _watch_for_stop()
+_watch_launcher()
 if WATCHED in sys.modules:  # imported by the chained sitecustomize: too late to watch, hook it now
     try:
         __import__(HOOKS)

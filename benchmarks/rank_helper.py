@@ -1,0 +1,143 @@
+"""What the rank helper costs a user's script: step time (and start-up) with the helper on and off, paired.
+
+    .venv/bin/python benchmarks/rank_helper.py [--repeats 5] [--steps 30] [--warmup 5] [--model mlp|resnet18]
+
+A small real DDP script (2 Gloo ranks on the CPU, one thread each; an MLP or
+resnet18 at 32x32, batch 16 per rank) is launched through ``ddpstudio run
+--script`` twice at the same time, side by side, one with the rank helper and
+one with ``--no-rank-helper`` (which starts first alternates), so the load
+of a shared machine at that moment weighs on both alike. The script times its own steps (``time.perf_counter`` around forward,
+backward, all-reduce and optimizer step, after a barrier) and its own
+``import torch`` and ``init_process_group``, which is where the helper does
+its work (the wrappers are installed while torch imports; ``rank_watched``
+and ``rank_joined`` are one line each). The table gives rank 0's median step
+time per launch, and its CPU time per step (``time.process_time``, which a
+busy machine's scheduling disturbs far less than wall time), the per-pair
+ratios on/off and their medians over the pairs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from ddpstudio.core import protocol  # noqa: E402
+
+SCRIPT = r'''
+import sys, time
+t0 = time.perf_counter()
+import torch
+import torch.distributed as dist
+t_import = time.perf_counter() - t0
+torch.set_num_threads(1)
+model_name, steps = sys.argv[1], int(sys.argv[2])
+t1 = time.perf_counter()
+dist.init_process_group("gloo", init_method="env://")
+t_init = time.perf_counter() - t1
+torch.manual_seed(0)
+if model_name == "mlp":
+    net = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3 * 32 * 32, 512), torch.nn.ReLU(),
+                              torch.nn.Linear(512, 512), torch.nn.ReLU(), torch.nn.Linear(512, 10))
+else:
+    import torchvision
+    net = torchvision.models.get_model(model_name, weights=None, num_classes=10)
+model = torch.nn.parallel.DistributedDataParallel(net)
+opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+g = torch.Generator().manual_seed(dist.get_rank())
+x, y = torch.randn(16, 3, 32, 32, generator=g), torch.randint(0, 10, (16,), generator=g)
+print(f"startup import_ms: {t_import * 1000:.1f} init_ms: {t_init * 1000:.1f}", flush=True)
+for step in range(1, steps + 1):
+    dist.barrier()
+    s, c = time.perf_counter(), time.process_time()
+    loss = torch.nn.functional.cross_entropy(model(x), y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    wall, cpu = (time.perf_counter() - s) * 1000, (time.process_time() - c) * 1000
+    print(f"step {step} loss: {loss.item():.4f} step_ms: {wall:.3f} cpu_ms: {cpu:.3f}", flush=True)
+dist.destroy_process_group()
+'''
+_STEP = re.compile(r"step_ms: ([0-9.]+) cpu_ms: ([0-9.]+)")
+_START = re.compile(r"import_ms: ([0-9.]+) init_ms: ([0-9.]+)")
+
+
+def start(script: Path, helper: bool, args: argparse.Namespace) -> subprocess.Popen:
+    """One run through the CLI, started in the background."""
+    cmd = [sys.executable, "-m", "ddpstudio", "run", "--json", "--world-size", "2", "--script", str(script),
+           "--script-style", "env", *([] if helper else ["--no-rank-helper"]), "--",
+           args.model, str(args.warmup + args.steps)]
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
+                            stdin=subprocess.DEVNULL, env={**os.environ, "PYTHONPATH": str(REPO)})
+
+
+def result(proc: subprocess.Popen, helper: bool, args: argparse.Namespace) -> dict | None:
+    """Rank 0's median step time (after the warm-up) and its start-up times, or None if the run failed."""
+    stdout, stderr = proc.communicate(timeout=900)
+    parser = protocol.EventParser()
+    lines = [ev.get("line", "") for line in stdout.splitlines() for ev in parser.feed(line)
+             if ev.type == protocol.LOG and ev.rank == 0 and ev.get("stream") == "stdout"]
+    if proc.returncode != 0:
+        print(f"  helper {'on' if helper else 'off'} failed (exit {proc.returncode}): {stderr[-300:]}",
+              file=sys.stderr)
+        return None
+    steps = [m for line in lines if (m := _STEP.search(line))][args.warmup:]
+    start_up = next(m for line in lines if (m := _START.search(line)))
+    assert ('"type":"rank_watched"' in stdout) == helper, "the helper switch did not do what it says"
+    return {"step_ms": statistics.median(float(m.group(1)) for m in steps),
+            "cpu_ms": statistics.median(float(m.group(2)) for m in steps), "import_ms": float(start_up.group(1)),
+            "init_ms": float(start_up.group(2))}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--repeats", type=int, default=5, help="pairs of launches (on and off side by side)")
+    p.add_argument("--steps", type=int, default=30, help="measured steps per launch")
+    p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--model", default="mlp", help="mlp, or a torchvision model such as resnet18")
+    args = p.parse_args(argv)
+    pairs = []
+    with tempfile.TemporaryDirectory() as tmp:
+        script = Path(tmp, "ddp_bench_script.py")
+        script.write_text(SCRIPT, encoding="utf-8")
+        for i in range(args.repeats):
+            order = (True, False) if i % 2 == 0 else (False, True)
+            # Side by side: both runs at once, so the machine's load at that moment weighs on both alike.
+            procs = {helper: start(script, helper, args) for helper in order}
+            got = {helper: result(proc, helper, args) for helper, proc in procs.items()}
+            if None in got.values():
+                continue
+            pairs.append(got)
+            print(f"pair {i + 1}: on {got[True]['step_ms']:.2f} ms ({got[True]['cpu_ms']:.2f} CPU), "
+                  f"off {got[False]['step_ms']:.2f} ms ({got[False]['cpu_ms']:.2f} CPU)",
+                  file=sys.stderr, flush=True)
+    print(f"\n{args.model}, 2 ranks, Gloo on the CPU, batch 16 per rank, 32x32, {args.steps} measured steps after "
+          f"{args.warmup}, rank 0's median step time per launch; {len(pairs)} pairs, each pair side by side")
+    print("| pair | step on/off (ms) | ratio | CPU per step on/off (ms) | ratio | import torch on/off (ms) "
+          "| init on/off (ms) |")
+    print("|---|---|---|---|---|---|---|")
+    for i, pair in enumerate(pairs, 1):
+        on, off = pair[True], pair[False]
+        print(f"| {i} | {on['step_ms']:.2f} / {off['step_ms']:.2f} | {on['step_ms'] / off['step_ms']:.3f} | "
+              f"{on['cpu_ms']:.2f} / {off['cpu_ms']:.2f} | {on['cpu_ms'] / off['cpu_ms']:.3f} | "
+              f"{on['import_ms']:.0f} / {off['import_ms']:.0f} | {on['init_ms']:.0f} / {off['init_ms']:.0f} |")
+    if pairs:
+        wall = statistics.median(p[True]["step_ms"] / p[False]["step_ms"] for p in pairs)
+        cpu = statistics.median(p[True]["cpu_ms"] / p[False]["cpu_ms"] for p in pairs)
+        imp = statistics.median(p[True]["import_ms"] - p[False]["import_ms"] for p in pairs)
+        print(f"\nmedian ratio on/off over the pairs: step time {wall:.4f} ({100 * (wall - 1):+.2f}%), "
+              f"CPU time per step {cpu:.4f} ({100 * (cpu - 1):+.2f}%); "
+              f"median extra import time with the helper: {imp:+.0f} ms (once per rank)")
+    return 0 if pairs else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

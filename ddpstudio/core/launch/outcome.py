@@ -1,0 +1,86 @@
+"""What a run that ended on its own is called: finished, or an honest "it did not really train" (issue 11).
+
+A user's script whose ranks all exit 0 has not necessarily trained: the
+PyTorch examples' ``distributed/ddp/example.py`` prints "Unable to locate
+sufficient 2 gpus ... Exiting." and exits 0. What the launcher saw of each
+rank decides: whether the rank helper watched it (it imported
+``torch.distributed``), whether it initialised its process group
+(``rank_joined``) and whether it trained a step (reported or printed). The
+built-in recipe reports for itself and always ends plainly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from ddpstudio.core.protocol import FINISHED, NOT_DISTRIBUTED, NOTHING_TRAINED, Outcome
+
+LAST_LINES = 8  # per rank, in run_finished's last_output
+STEP_EXAMPLES = "a line such as 'loss: 0.53' or 'Loss 5.3e-01', or ddpstudio.report.step()"
+
+
+class RankFacts(Protocol):
+    rank: int
+    watched: bool  # the rank helper saw it import torch.distributed
+    in_group: bool  # it said rank_joined (initialised its process group)
+    trained: bool  # it reported or printed at least one training step
+
+    def last_lines(self) -> list[str]: ...
+
+
+@dataclass(frozen=True)
+class Verdict:
+    outcome: Outcome
+    summary: str | None = None
+    last_output: dict[str, list[str]] = field(default_factory=dict)  # rank (as text) -> its last lines
+
+
+def judge(ranks: Sequence[RankFacts], world_size: int) -> Verdict:
+    """The outcome of a script's run whose ranks all exited 0 and that nobody stopped."""
+    in_group = [r for r in ranks if r.in_group]
+    trained = any(r.trained for r in ranks)
+    if not in_group and any(r.watched for r in ranks) and not (world_size == 1 and trained):
+        did = (f"each of the {len(ranks)} ranks trained its own copy" if trained
+               else "and no rank trained a step")
+        summary = (f"not a distributed script: the ranks imported torch but none called "
+                   f"torch.distributed.init_process_group ({did}); all exited 0")
+        return Verdict(NOT_DISTRIBUTED, _with_last_words(summary, ranks), _last_output(ranks))
+    if in_group and not trained:
+        summary = (f"finished, but nothing trained: {len(in_group)} of {len(ranks)} rank(s) initialised their "
+                   f"process group and all exited 0, but no rank reported or printed a training step "
+                   f"({STEP_EXAMPLES})")
+        return Verdict(NOTHING_TRAINED, _with_last_words(summary, ranks), _last_output(ranks))
+    return Verdict(FINISHED)
+
+
+def copies_warning(ranks: Sequence[RankFacts], world_size: int) -> str | None:
+    """Every rank trains and none joined a process group: N copies of one model, nothing shared."""
+    if world_size < 2 or len(ranks) < world_size:
+        return None
+    if all(r.watched and r.trained and not r.in_group for r in ranks):
+        return (f"the script trained {world_size} identical copies: no rank called "
+                f"torch.distributed.init_process_group, so the {world_size} ranks share no gradients and each "
+                f"trains the whole model on its own (run it on 1 rank, or wrap the model in "
+                f"DistributedDataParallel after init_process_group)")
+    return None
+
+
+def last_output_lines(last_output: Mapping[str, Sequence[str]] | None) -> list[str]:
+    """run_finished's ``last_output`` as lines to show: ``[rank 0] Unable to locate ...``."""
+    return [f"[rank {rank}] {line}" for rank, lines in sorted((last_output or {}).items(), key=lambda kv: int(kv[0]))
+            for line in lines]
+
+
+def _last_output(ranks: Sequence[RankFacts]) -> dict[str, list[str]]:
+    return {str(r.rank): r.last_lines()[-LAST_LINES:] for r in ranks}
+
+
+def _with_last_words(summary: str, ranks: Sequence[RankFacts]) -> str:
+    """The summary and the last line a rank printed (rank 0 first): often the script's own reason."""
+    for r in sorted(ranks, key=lambda r: r.rank):
+        lines = r.last_lines()
+        if lines:
+            return f"{summary}; rank {r.rank}'s last output: {lines[-1].strip()!r}"
+    return f"{summary}; the ranks printed nothing"
