@@ -145,7 +145,9 @@ def trial(i: int, victim: str, at_s: float, store: str, steps: int, logs: Path) 
             "recover_s": round(stepped - killed_at, 2) if stepped else None,
             "cold_start_s": round(stepped - relaunched_at, 2) if stepped else None,
             "relaunch_said": [ln for ln in relog.read_text(errors="replace").splitlines()
-                              if ln.startswith("ddpstudio:")][:3]}
+                              if ln.startswith("ddpstudio:")][:3],
+            # why a relaunch failed, kept with the figures (the log folder is temporary)
+            "relaunch_tail": relog.read_text(errors="replace").splitlines()[-8:] if code else []}
 
 
 def pair(i: int, gap_s: float, store: str, steps: int, logs: Path) -> dict:
