@@ -9,9 +9,10 @@ from the buffers and redraws what changed.
 
 from __future__ import annotations
 
-from PySide6.QtCore import QTimer
+from PySide6.QtCore import QTimer, Slot
 from PySide6.QtWidgets import QLabel, QTabWidget, QVBoxLayout, QWidget
 
+from ddpstudio.core.metrics.catalog import list_entries, previous_of
 from ddpstudio.gui.compare_view import CompareView
 from ddpstudio.gui.dialogs import Dialogs
 from ddpstudio.gui.error_panel import ErrorPanel
@@ -52,6 +53,8 @@ class RunView(QWidget):
         dialogs = dialogs or getattr(bench, "dialogs", None) or Dialogs(self)
         self.runs_actions = RunsActions(workers, dialogs, self.runs_panel.refresh, self)
         self.runs_panel.compare_requested.connect(self.compare)
+        self.progress.compare_requested.connect(self.compare_with)
+        self.workers, self._compare_dir = workers, ""
         self.runs_panel.delete_requested.connect(self.runs_actions.delete)
         self.runs_panel.export_requested.connect(self.runs_actions.export)
         self._live_load: tuple | None = None  # the window's live load history while a past run is shown
@@ -67,6 +70,21 @@ class RunView(QWidget):
         if run_dirs:
             self.compare_view.compare(run_dirs)
             self.tabs.setCurrentWidget(self.compare_view)
+
+    def compare_with(self, run_dir: str) -> None:
+        """The summary card's "Compare with…": this run against the previous run of the same model,
+        both selected in the Runs tab, where Ctrl-clicking others picks more."""
+        self._compare_dir = run_dir
+        self.workers.submit(list_entries, self._compare_listed)  # a bound slot: delivered on the GUI thread
+
+    @Slot(object)
+    def _compare_listed(self, entries) -> None:
+        run_dir = self._compare_dir
+        previous = previous_of(entries, run_dir)
+        dirs = [previous.run_dir, run_dir] if previous is not None else [run_dir]
+        self.runs_panel.show_runs(entries)
+        self.runs_panel.select_dirs(dirs)
+        self.compare(dirs)
 
     def show_metrics(self, metrics: RunMetrics) -> None:
         self.plots.show_run(metrics)

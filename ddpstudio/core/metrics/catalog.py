@@ -153,6 +153,15 @@ def list_entries(runs_dir: Path | None = None) -> list[RunEntry]:
     return found
 
 
+def previous_of(entries: list[RunEntry], run_dir: str) -> RunEntry | None:
+    """The newest training run of the same model and data that started before this one (a comparison's baseline)."""
+    this = next((e for e in entries if Path(e.run_dir) == Path(run_dir)), None)
+    if this is None:
+        return None
+    earlier = [e for e in entries if e.origin == "run" and e.what == this.what and e.started < this.started]
+    return max(earlier, key=lambda e: e.started, default=None)
+
+
 class RunsError(Exception):
     """A delete that cannot be done, in words for the user; nothing was deleted."""
 
