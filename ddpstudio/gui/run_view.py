@@ -12,7 +12,7 @@ from __future__ import annotations
 from PySide6.QtCore import QTimer, Slot
 from PySide6.QtWidgets import QLabel, QTabWidget, QVBoxLayout, QWidget
 
-from ddpstudio.core.metrics.catalog import list_entries, previous_of
+from ddpstudio.core.metrics.catalog import RUNNING, UNKNOWN, list_entries, previous_of
 from ddpstudio.gui.compare_view import CompareView
 from ddpstudio.gui.dialogs import Dialogs
 from ddpstudio.gui.error_panel import ErrorPanel
@@ -122,7 +122,8 @@ class RunView(QWidget):
         self.past_banner.setText(f"Past run {s.run_id} ({s.started_text}, {s.state}): the plots show what it "
                                  f"measured, not this machine now. Launch to go live again.")
         self.past_banner.show()
-        self.progress.set_state(run.summary.state if run.summary.state != "unknown" else "idle")
+        # A run still training (or one whose launcher was killed) has no end state to show yet.
+        self.progress.set_state(s.state if s.state not in (RUNNING, UNKNOWN) else "idle")
         self.log_view.clear()
         self.log_view.extend(run.logs)
         final = run.metrics.final or {}

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -56,6 +57,11 @@ class RunEntry:
     @property
     def live(self) -> bool:
         return self.state == RUNNING
+
+    @property
+    def started_text(self) -> str:
+        """The start as the window shows it: "2026-11-24 04:41" (local time)."""
+        return time.strftime("%Y-%m-%d %H:%M", time.localtime(self.started))
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
