@@ -21,7 +21,7 @@ from PySide6.QtWidgets import QGridLayout, QVBoxLayout, QWidget
 
 from ddpstudio.gui.load_history import LoadHistory
 from ddpstudio.gui.plot_hover import HoverReadout
-from ddpstudio.gui.plot_speed import GRID_ALPHA, POINTS_PER_PIXEL, ResizeLean, set_points_per_pixel
+from ddpstudio.gui.plot_speed import GRID_ALPHA, ResizeLean
 from ddpstudio.gui.plot_toolbar import PlotToolbar
 from ddpstudio.gui.run_metrics import RunMetrics
 from ddpstudio.gui.series import Series
@@ -58,7 +58,6 @@ class _Plot:
         item.setClipToView(True)
         item.setDownsampling(auto=True, mode="peak")
         item.showGrid(x=True, y=True, alpha=GRID_ALPHA)
-        self.points_per_pixel = POINTS_PER_PIXEL  # see plot_speed.py
         item.setMenuEnabled(True)  # pyqtgraph's own menu: view range, log axes, Export… (PNG/SVG/CSV)
         # The legend under the x axis (row 4 of PlotItem's grid), never over the curves.
         self.legend = pg.LegendItem(colCount=3, labelTextColor=self.text, verSpacing=-6)
@@ -82,10 +81,8 @@ class _Plot:
             raw_pen.setColor(faint)
             self.raw[key] = self.widget.plot([], [], pen=raw_pen, connect="finite")
             self.raw[key].opts["name"] = f"{name} (raw)"  # named for CSV export, kept out of the legend
-            set_points_per_pixel(self.raw[key], self.points_per_pixel)
         self.curves[key] = self.widget.plot([], [], name=name, pen=pen, connect="finite", symbol=symbol,
                                             symbolSize=6, symbolBrush=pen.color(), symbolPen=None)
-        set_points_per_pixel(self.curves[key], self.points_per_pixel)
         return self.curves[key]
 
     def draw(self, key: object, series: Series, x_offset: float = 0.0) -> bool:
