@@ -11,8 +11,8 @@ sizes (1280x720 up to 1920x1080) and repainted at once; a frame is
 ``resize()`` plus a synchronous ``repaint()`` of the whole window (layout,
 every plot's view transform and axes, the curves, the log, the progress bar).
 Frames alternate between the plot settings before this change (``OLD`` in
-ddpstudio/gui/plot_speed.py: grid drawn while resizing, pyqtgraph's 5 points
-per pixel) and the window's settings (``NEW``), so both see the same machine
+ddpstudio/gui/plot_speed.py: grid drawn while resizing) and the window's
+settings (``NEW``: no grid until the resizing stops), so both see the same machine
 load and the same curves; the ratio new/old is the figure to read on a shared
 machine. Reported as wall time and as the GUI thread's CPU time
 (``time.thread_time``), with the load average before and after.
