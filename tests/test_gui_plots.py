@@ -167,16 +167,20 @@ def test_export_writes_png_svg_and_csv_that_parse(qtbot, plots, tmp_path):
     assert plots.dialogs.asked[-1][0] == "Could not export the plot"
 
 
-def test_resizing_drops_the_grid_and_it_comes_back_when_the_resizing_stops(qtbot, plots):
+def test_resizing_shows_a_scaled_picture_then_lays_the_plots_out_once_it_stops(qtbot, plots):
     from ddpstudio.gui.plot_speed import NEW, OLD
 
     plots.show_run(fed_run())
     axes = [p.item.getAxis(a) for p in plots.all for a in ("left", "bottom")]
-    assert all(a.grid for a in axes)
+    curtain, body = plots.curtain, plots.body
+    assert all(a.grid for a in axes) and body.isVisible() and body.size() == curtain.size()
     plots.resize(1000, 760)
-    assert not any(a.grid for a in axes)  # while the edge is dragged: no grid lines to replay
-    qtbot.waitUntil(lambda: all(a.grid for a in axes), timeout=2000)
-    plots.resize_lean.set_speed(OLD)  # the benchmark's "before": the grid kept while resizing
+    # While the edge is dragged: the plots keep their old layout, hidden behind their last picture, no grid.
+    assert curtain.snapshot is not None and not body.isVisible() and body.size() != curtain.size()
+    assert not any(a.grid for a in axes)
+    qtbot.waitUntil(lambda: body.isVisible() and all(a.grid for a in axes), timeout=2000)
+    assert curtain.snapshot is None and body.size() == curtain.size()
+    plots.resize_lean.set_speed(OLD)  # the benchmark's "before": laid out live, grid kept
     plots.resize(900, 700)
-    assert all(a.grid for a in axes)
+    assert all(a.grid for a in axes) and body.isVisible() and body.size() == curtain.size()
     plots.resize_lean.set_speed(NEW)
