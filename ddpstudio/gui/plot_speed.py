@@ -51,13 +51,17 @@ class ResizeCurtain(QWidget):
         body.setParent(self)
         self.live = False  # True: lay the body out on every resize (the benchmark's "before")
         self.snapshot: QPixmap | None = None
+        self._window_size = None  # the top-level window's size at the last resize
         self.timer = QTimer(self)
         self.timer.setSingleShot(True)
         self.timer.setInterval(SETTLE_MS)
         self.timer.timeout.connect(self.settle)
 
     def resizeEvent(self, event) -> None:  # noqa: N802 (Qt override)
-        if self.live or not _resizing(self, event):
+        # Only the window being resized is deferred; a card or banner appearing inside it is laid out at once.
+        window_size = self.window().size()
+        window_resized, self._window_size = window_size != self._window_size, window_size
+        if self.live or not window_resized or not _resizing(self, event):
             self.settle()
             self.body.setGeometry(self.rect())
             return
