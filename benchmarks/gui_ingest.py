@@ -27,25 +27,17 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import psutil
 
-HERE = Path(__file__).resolve().parent
+from gui_harness import feed_from_event_source, open_window, percentile, when_launch_enabled
+
 LATENCY_TARGET_MS = 50.0
 IDLE_TARGET_PCT = 2.0
 PROBE_MS = 10
-
-
-def percentile(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q / 100 * (len(ordered) - 1))))]
 
 
 def main() -> int:
@@ -56,26 +48,11 @@ def main() -> int:
     parser.add_argument("--baseline-seconds", type=float, default=10.0)
     parser.add_argument("--json", help="also write the results to this file")
     args = parser.parse_args()
-    os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
-    os.environ["DDPSTUDIO_HOME"] = tempfile.mkdtemp(prefix="ddpstudio-gui-bench-")
-
+    app, window = open_window("ddpstudio-gui-bench-", (1360, 860))
     from PySide6.QtCore import QElapsedTimer, Qt, QTimer
-    from PySide6.QtWidgets import QApplication
 
-    from ddpstudio.gui.dialogs import ScriptedDialogs
-    from ddpstudio.gui.form_state import SetupState
-    from ddpstudio.gui.mainwindow import MainWindow
-
-    app = QApplication(sys.argv[:1])
-    window = MainWindow(dialogs=ScriptedDialogs(yes=True))
-    window.form.set_state(SetupState(batch_size=8))
-    window.resize(1360, 860)
-    window.show()
     me = psutil.Process()
-    source = [sys.executable, str(HERE / "gui_event_source.py"), "--rate", str(args.rate),
-              "--seconds", str(args.seconds)]
-    start = window.controller.start
-    window.controller.start = lambda plan: start(plan, command=source + ["--run-dir", plan.run_dir])
+    feed_from_event_source(window, args.rate, args.seconds)
 
     result: dict = {"rate": args.rate, "seconds": args.seconds, "idle_seconds": args.idle_seconds,
                     "cpus": os.cpu_count(), "load_average_before": os.getloadavg()}
@@ -159,17 +136,10 @@ def main() -> int:
         window.close()
         app.quit()
 
-    def launch_when_ready() -> None:
-        if window.launch_action.isEnabled():
-            waiting.stop()
-            begin_baseline()
-
     window.controller.run_started.connect(on_started)
     window.controller.metrics_received.connect(on_metrics)
     window.controller.run_finished.connect(on_finished)
-    waiting = QTimer()
-    waiting.timeout.connect(launch_when_ready)
-    waiting.start(100)
+    waiting = when_launch_enabled(window, begin_baseline)  # noqa: F841 (the timer must live)
     app.exec()
 
     text = json.dumps(result, indent=2)

@@ -15,7 +15,8 @@ from ddpstudio.gui.form_state import SetupState, from_plan
 from ddpstudio.gui.hints import hints_for, low_load_hint
 from ddpstudio.gui.load_history import LoadHistory
 from ddpstudio.gui.preflight import SETUP_FILE, prepare_launch, preflight
-from ddpstudio.gui.run_history import list_runs, load_run
+from ddpstudio.core.metrics.catalog import list_entries
+from ddpstudio.gui.run_history import load_run
 from ddpstudio.gui.run_metrics import RunMetrics
 from ddpstudio.gui.series import Series
 
@@ -146,7 +147,7 @@ def test_past_runs_are_listed_and_reloaded(tmp_path):
     (run_dir / "events.jsonl").write_text("".join(e.to_line() + "\n" for e in lines) + "{broken\n")
     (run_dir / "result.json").write_text(json.dumps({"state": "failed", "duration_s": 3.5}))
     (paths.runs_dir() / "not-a-run").mkdir()
-    runs = list_runs()
+    runs = list_entries()
     assert [r.run_id for r in runs] == [plan.run_id] and runs[0].state == "failed"
     loaded = load_run(run_dir)
     assert set(loaded.metrics.loss) == {0, 1} and loaded.metrics.state == "failed"

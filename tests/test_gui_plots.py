@@ -165,3 +165,22 @@ def test_export_writes_png_svg_and_csv_that_parse(qtbot, plots, tmp_path):
     plots.dialogs.paths = [str(tmp_path / "loss.txt")]
     assert plots.toolbar.export_one(plots.loss) is None
     assert plots.dialogs.asked[-1][0] == "Could not export the plot"
+
+
+def test_resizing_shows_a_scaled_picture_then_lays_the_plots_out_once_it_stops(qtbot, plots):
+    from ddpstudio.gui.plot_speed import NEW, OLD
+
+    plots.show_run(fed_run())
+    axes = [p.item.getAxis(a) for p in plots.all for a in ("left", "bottom")]
+    curtain, body = plots.curtain, plots.body
+    assert all(a.grid for a in axes) and body.isVisible() and body.size() == curtain.size()
+    plots.resize(1000, 760)
+    # While the edge is dragged: the plots keep their old layout, hidden behind their last picture, no grid.
+    assert curtain.snapshot is not None and not body.isVisible() and body.size() != curtain.size()
+    assert not any(a.grid for a in axes)
+    qtbot.waitUntil(lambda: body.isVisible() and all(a.grid for a in axes), timeout=2000)
+    assert curtain.snapshot is None and body.size() == curtain.size()
+    plots.resize_lean.set_speed(OLD)  # the benchmark's "before": laid out live, grid kept
+    plots.resize(900, 700)
+    assert all(a.grid for a in axes) and body.isVisible() and body.size() == curtain.size()
+    plots.resize_lean.set_speed(NEW)

@@ -135,8 +135,11 @@ class CleanupDialog(QDialog):
         self.report = report
         self.tree.clear()
         for title, rows in (("Deleted", [(path, "") for path in report.deleted]),
-                            ("Stopped", [(p.describe(), p.cmdline) for p in report.killed]),
-                            ("Left alone", list(report.left))):
+                            ("Stopped (ended when asked)",
+                             [(p.describe(), p.cmdline) for p in report.ended_politely()]),
+                            ("Killed (did not end when asked)",
+                             [(p.describe(), p.cmdline) for p in report.ended_by_force()]),
+                            ("Left (could not be ended or deleted, and why)", list(report.left))):
             if rows:
                 head = QTreeWidgetItem([f"{title} ({len(rows)})"])
                 head.setFirstColumnSpanned(True)

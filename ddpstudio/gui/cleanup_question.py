@@ -34,7 +34,8 @@ def confirmation(files: list, ours: list, foreign_ticked: list, foreign_all: lis
                      "(asked to end, then killed if they do not):")
         lines += _listed([p.describe() for p in ours])
     if foreign_ticked:
-        lines.append(f"Stop {len(foreign_ticked)} program(s) DDP Studio did not start, which hold a stale file open:")
+        lines.append(f"Stop {len(foreign_ticked)} program(s) DDP Studio did not start, which hold a stale file open "
+                     "(asked to end, then killed if they do not):")
         lines += _listed([f"{p.describe()}: {p.cmdline}" for p in foreign_ticked])
     if blocked:
         lines.append(f"Cannot delete {len(blocked)} file(s): a program you did not tick holds it open "

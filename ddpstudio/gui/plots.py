@@ -3,8 +3,9 @@
 Curve items are made once per series and kept; :meth:`LivePlots.refresh`
 (called by the window's one render timer) calls ``setData`` only for series
 whose version moved since the last draw. Series are bounded (``Series``), and
-pyqtgraph clips to the view and downsamples, so long runs stay smooth
-(benchmarks/gui_resize.py measures a resize during a 2,000 events/s run).
+pyqtgraph clips to the view and downsamples, so long runs stay smooth; while
+the window is being resized the plots sit behind a ``ResizeCurtain``
+(plot_speed.py; benchmarks/gui_resize.py measures it at 2,000 events/s).
 Loss and throughput can be smoothed (TensorBoard's EMA, the raw curve faint
 behind); every plot has a grid, its legend under the axes, pyqtgraph's
 context menu (export included) and a hover read-out.
@@ -21,6 +22,7 @@ from PySide6.QtWidgets import QGridLayout, QVBoxLayout, QWidget
 
 from ddpstudio.gui.load_history import LoadHistory
 from ddpstudio.gui.plot_hover import HoverReadout
+from ddpstudio.gui.plot_speed import GRID_ALPHA, ResizeCurtain, ResizeLean
 from ddpstudio.gui.plot_toolbar import PlotToolbar
 from ddpstudio.gui.run_metrics import RunMetrics
 from ddpstudio.gui.series import Series
@@ -56,7 +58,7 @@ class _Plot:
             item.getAxis(axis).setStyle(maxTickLevel=1)
         item.setClipToView(True)
         item.setDownsampling(auto=True, mode="peak")
-        item.showGrid(x=True, y=True, alpha=0.25)
+        item.showGrid(x=True, y=True, alpha=GRID_ALPHA)
         item.setMenuEnabled(True)  # pyqtgraph's own menu: view range, log axes, Export… (PNG/SVG/CSV)
         # The legend under the x axis (row 4 of PlotItem's grid), never over the curves.
         self.legend = pg.LegendItem(colCount=3, labelTextColor=self.text, verSpacing=-6)
@@ -138,16 +140,19 @@ class LivePlots(QWidget):
         self.run_t0: float | None = None  # wall time the shown live run started: the load plots' zero
         self._turn = 0  # the plot whose turn it is to be redrawn first
         self.toolbar = PlotToolbar(self)
-        self.grid = QGridLayout()
+        self.body = QWidget()  # the plots' grid, inside a curtain that defers its layout while resizing
+        self.grid = QGridLayout(self.body)
         self.grid.setContentsMargins(0, 0, 0, 0)
         self.grid.setSpacing(2)
+        self.curtain = ResizeCurtain(self.body)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(2)
         layout.addWidget(self.toolbar)
-        layout.addLayout(self.grid, 1)
+        layout.addWidget(self.curtain, 1)
         self._placed: tuple | None = None
         self._show_optional()
+        self.resize_lean = ResizeLean(self, self.all, self.curtain)  # see plot_speed.py
 
     # -- what to show ----------------------------------------------------------
     def show_run(self, metrics: RunMetrics | None) -> None:
@@ -246,8 +251,8 @@ class LivePlots(QWidget):
         for i, plot in enumerate(shown):
             self.grid.addWidget(plot.widget, i // 2, i % 2)
         for plot in self.all:
-            if plot.widget.parent() is not self:  # never placed yet: keep it inside, not a window of its own
-                plot.widget.setParent(self)
+            if plot.widget.parent() is not self.body:  # never placed yet: inside, not a window of its own
+                plot.widget.setParent(self.body)
             plot.widget.setVisible(plot in shown)
 
     def refresh(self, plots: int = 1) -> bool:

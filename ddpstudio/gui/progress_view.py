@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import time
 
-from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QProgressBar, QVBoxLayout, QWidget
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QProgressBar, QPushButton, QVBoxLayout, QWidget
 
 from ddpstudio.cli.progress import format_eta
 from ddpstudio.core import protocol
@@ -33,6 +33,8 @@ def finished_text(state: str, duration) -> str:
 
 
 class ProgressView(QWidget):
+    compare_requested = Signal(str)  # the ended run's folder: the card's "Compare with…"
+
     def __init__(self, parent: QWidget | None = None, platform: Platform | None = None) -> None:
         super().__init__(parent)
         self.platform = platform or current()
@@ -58,6 +60,13 @@ class ProgressView(QWidget):
         self.card.setWordWrap(True)
         self.card.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.card.hide()
+        self.compare_button = QPushButton("Compare with…")
+        self.compare_button.setToolTip("Open the Compare tab with this run and the previous run of the same model "
+                                       "as the baseline; Ctrl-click other runs in the Runs tab and press Compare "
+                                       "to choose others")
+        self.compare_button.clicked.connect(self._compare)
+        self.compare_button.hide()
+        self.ended_dir = ""  # the folder of the run the card tells
         row = QHBoxLayout()
         row.setContentsMargins(0, 0, 0, 0)
         row.addWidget(self.state)
@@ -67,7 +76,11 @@ class ProgressView(QWidget):
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(2)
         layout.addLayout(row)
-        layout.addWidget(self.card)
+        card_row = QHBoxLayout()
+        card_row.setContentsMargins(0, 0, 0, 0)
+        card_row.addWidget(self.card, 1)
+        card_row.addWidget(self.compare_button, 0, Qt.AlignmentFlag.AlignTop)
+        layout.addLayout(card_row)
         self.metrics: RunMetrics | None = None
         self._shown: tuple | None = None
 
@@ -75,6 +88,7 @@ class ProgressView(QWidget):
         if state in ("preparing", "starting") and self.state_name not in ("preparing", "starting"):
             self.launched_t = time.time()
             self.card.hide()
+            self.compare_button.hide()
         self.state_name = state
         self.state.setText(run_story.start_phase(self.metrics, state, self.launched_t)
                            or STATE_TEXT.get(state, state.capitalize()))
@@ -93,6 +107,10 @@ class ProgressView(QWidget):
         ranks = f"{p.world_size} rank" + ("s" if p.world_size != 1 else "")
         self.bar.setFormat(f"{ranks} · {p.phase} · {100 * done:.0f}% of the benchmark")
         self.numbers.setText(p.variant)
+
+    def _compare(self) -> None:
+        if self.ended_dir:
+            self.compare_requested.emit(self.ended_dir)
 
     def show_metrics(self, metrics: RunMetrics | None) -> None:
         self.metrics, self._shown = metrics, None
@@ -115,6 +133,8 @@ class ProgressView(QWidget):
         if m.final is not None:
             self.card.setText(run_story.summary(m, self.platform))
         self.card.setVisible(m.final is not None)
+        self.ended_dir = str((m.final or {}).get("run_dir") or "")
+        self.compare_button.setVisible(bool(self.ended_dir))
         fraction = m.fraction()
         if fraction is None:
             self.bar.setValue(0)

@@ -9,11 +9,12 @@ from the buffers and redraws what changed.
 
 from __future__ import annotations
 
-from PySide6.QtCore import QTimer
+from PySide6.QtCore import QTimer, Slot
 from PySide6.QtWidgets import QLabel, QTabWidget, QVBoxLayout, QWidget
 
 from ddpstudio.core import protocol
 from ddpstudio.core.launch.outcome import last_output_lines
+from ddpstudio.core.metrics.catalog import RUNNING, UNKNOWN, list_entries, previous_of
 from ddpstudio.gui.compare_view import CompareView
 from ddpstudio.gui.dialogs import Dialogs
 from ddpstudio.gui.error_panel import ErrorPanel
@@ -54,6 +55,8 @@ class RunView(QWidget):
         dialogs = dialogs or getattr(bench, "dialogs", None) or Dialogs(self)
         self.runs_actions = RunsActions(workers, dialogs, self.runs_panel.refresh, self)
         self.runs_panel.compare_requested.connect(self.compare)
+        self.progress.compare_requested.connect(self.compare_with)
+        self.workers, self._compare_dir = workers, ""
         self.runs_panel.delete_requested.connect(self.runs_actions.delete)
         self.runs_panel.export_requested.connect(self.runs_actions.export)
         self._live_load: tuple | None = None  # the window's live load history while a past run is shown
@@ -69,6 +72,21 @@ class RunView(QWidget):
         if run_dirs:
             self.compare_view.compare(run_dirs)
             self.tabs.setCurrentWidget(self.compare_view)
+
+    def compare_with(self, run_dir: str) -> None:
+        """The summary card's "Compare with…": this run against the previous run of the same model,
+        both selected in the Runs tab, where Ctrl-clicking others picks more."""
+        self._compare_dir = run_dir
+        self.workers.submit(list_entries, self._compare_listed)  # a bound slot: delivered on the GUI thread
+
+    @Slot(object)
+    def _compare_listed(self, entries) -> None:
+        run_dir = self._compare_dir
+        previous = previous_of(entries, run_dir)
+        dirs = [previous.run_dir, run_dir] if previous is not None else [run_dir]
+        self.runs_panel.show_runs(entries)
+        self.runs_panel.select_dirs(dirs)
+        self.compare(dirs)
 
     def show_metrics(self, metrics: RunMetrics) -> None:
         self.plots.show_run(metrics)
@@ -122,7 +140,8 @@ class RunView(QWidget):
                                  f"plots show what it "
                                  f"measured, not this machine now. Launch to go live again.")
         self.past_banner.show()
-        self.progress.set_state(run.summary.state if run.summary.state != "unknown" else "idle")
+        # A run still training (or one whose launcher was killed) has no end state to show yet.
+        self.progress.set_state(s.state if s.state not in (RUNNING, UNKNOWN) else "idle")
         self.log_view.clear()
         self.log_view.extend(run.logs)
         final = run.metrics.final or {}

@@ -86,10 +86,11 @@ class RunsPanel(QWidget):
         self._update_buttons()
 
     def refresh(self) -> None:
-        self.workers.submit(list_entries, self._show_runs)
+        self.workers.submit(list_entries, self.show_runs)
 
     @Slot(object)
-    def _show_runs(self, runs: list[RunEntry]) -> None:
+    def show_runs(self, runs: list[RunEntry]) -> None:
+        """List these runs (newest first), keeping the selection."""
         selected = set(self.selected_dirs())
         self.runs = runs
         self.tree.blockSignals(True)

@@ -1,8 +1,10 @@
-"""Grab the window mid-run, for the docs: ``python -m ddpstudio.gui.screenshot OUT.png [--steps N]``.
+"""Grab the window mid-run, for the docs: ``python -m ddpstudio.gui.screenshot OUT.png [--steps N] [--bench]``.
 
 Opens the real window (run it under ``xvfb-run -a`` on a machine without a
 display), launches the built-in demo from it, waits until ``--steps`` global
-steps have been plotted, saves the PNG, stops the run and quits.
+steps have been plotted, saves the PNG, stops the run and quits. With
+``--bench`` it runs the Benchmark tab's default sweep (1 and 2 ranks) instead
+and grabs the tab when the benchmark is done.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("out")
     parser.add_argument("--steps", type=int, default=40, help="grab after this many global steps")
     parser.add_argument("--idle", action="store_true", help="grab the idle window instead of a run")
+    parser.add_argument("--bench", action="store_true", help="run the Benchmark tab and grab it when done")
     parser.add_argument("--size", default="1360x860")
     args = parser.parse_args(argv)
 
@@ -55,6 +58,16 @@ def main(argv: list[str] | None = None) -> int:
             if window.check.latest is not None and not window.check.pending:
                 timer.stop()
                 QTimer.singleShot(1500, grab)
+            return
+        if args.bench:
+            bench = window.bench_view
+            if not state["launched"] and bench.can_run:
+                state["launched"] = True
+                window.tabs.setCurrentWidget(bench)
+                bench.run()
+            elif state["launched"] and bench.controller.result is not None and not bench.controller.active:
+                timer.stop()
+                QTimer.singleShot(500, grab)  # let the chart draw its last frame
             return
         if not state["launched"] and window.launch_action.isEnabled():
             state["launched"] = True

@@ -79,6 +79,15 @@ class CleanReport:
     dry_run: bool = False
     moved: list[tuple[str, str]] = field(default_factory=list)  # corrupt records set aside: (from, to)
     marked: list[str] = field(default_factory=list)  # killed runs whose record now says "failed"
+    forced: list[int] = field(default_factory=list)  # pids of ``killed`` that ignored the request and were killed
+
+    def ended_politely(self) -> list[ProcessInfo]:
+        """The processes that ended when asked (SIGTERM): "stopped"."""
+        return [p for p in self.killed if p.pid not in self.forced]
+
+    def ended_by_force(self) -> list[ProcessInfo]:
+        """The processes that had to be killed (SIGKILL; on Windows every TerminateProcess): "killed"."""
+        return [p for p in self.killed if p.pid in self.forced]
 
     @property
     def nothing_done(self) -> bool:
@@ -88,10 +97,15 @@ class CleanReport:
         """One paragraph for a person: what was (or would be) done, and what was left and why."""
         would = self.dry_run
         parts = []
-        if self.killed:
+        if would and self.killed:
             pids = ", ".join(str(p.pid) for p in self.killed)
-            parts.append(f"{'Would stop' if would else 'Stopped'} {_n(len(self.killed), 'process', 'processes')} "
-                         f"(pid {pids}).")
+            parts.append(f"Would stop {_n(len(self.killed), 'process', 'processes')} (pid {pids}).")
+        elif self.killed:
+            for procs, done, how in ((self.ended_politely(), "Stopped", "ended when asked"),
+                                     (self.ended_by_force(), "Killed", "did not end when asked")):
+                if procs:
+                    pids = ", ".join(str(p.pid) for p in procs)
+                    parts.append(f"{done} {_n(len(procs), 'process', 'processes')} (pid {pids}; {how}).")
         if self.deleted:
             parts.append(f"{'Would delete' if would else 'Deleted'} {_n(len(self.deleted), 'stale store file')}: "
                          f"{', '.join(self.deleted)}.")
@@ -108,7 +122,8 @@ class CleanReport:
     def to_dict(self) -> dict[str, Any]:
         return {"killed": [p.to_dict() for p in self.killed], "deleted": list(self.deleted),
                 "left": [list(x) for x in self.left], "dry_run": self.dry_run,
-                "moved": [list(x) for x in self.moved], "marked": list(self.marked), "summary": self.summary()}
+                "moved": [list(x) for x in self.moved], "marked": list(self.marked), "forced": list(self.forced),
+                "summary": self.summary()}
 
 
 @dataclass

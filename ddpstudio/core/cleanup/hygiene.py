@@ -240,6 +240,7 @@ def _stop(report: CleanReport, procs: list[ProcessInfo], platform: Platform, gra
     result = killer.stop(targets, platform, grace_s=grace_s)
     by_pid = {p.pid: p for p in procs}
     report.killed += [by_pid[pid] for pid in result.stopped]
+    report.forced += list(result.forced)
     report.left += [(by_pid[pid].describe(), why) for pid, why in result.left]
     return set(result.stopped)
 

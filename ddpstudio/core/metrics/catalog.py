@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -56,6 +57,11 @@ class RunEntry:
     @property
     def live(self) -> bool:
         return self.state == RUNNING
+
+    @property
+    def started_text(self) -> str:
+        """The start as the window shows it: "2026-11-24 04:41" (local time)."""
+        return time.strftime("%Y-%m-%d %H:%M", time.localtime(self.started))
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -151,6 +157,15 @@ def list_entries(runs_dir: Path | None = None) -> list[RunEntry]:
     found = [e for e in (entry(p, live) for p in folders) if e is not None]
     found.sort(key=lambda e: e.started, reverse=True)
     return found
+
+
+def previous_of(entries: list[RunEntry], run_dir: str) -> RunEntry | None:
+    """The newest training run of the same model and data that started before this one (a comparison's baseline)."""
+    this = next((e for e in entries if Path(e.run_dir) == Path(run_dir)), None)
+    if this is None:
+        return None
+    earlier = [e for e in entries if e.origin == "run" and e.what == this.what and e.started < this.started]
+    return max(earlier, key=lambda e: e.started, default=None)
 
 
 class RunsError(Exception):

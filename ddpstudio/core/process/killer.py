@@ -33,8 +33,12 @@ class Target:
 
 @dataclass
 class StopResult:
+    """Every target ends up in ``stopped`` or ``left``; ``forced`` names the stopped ones that needed the kill."""
+
     stopped: list[int] = field(default_factory=list)
     left: list[tuple[int, str]] = field(default_factory=list)  # (pid, why)
+    # Of ``stopped``: ended only by SIGKILL (or, on Windows, by TerminateProcess, which is always forced).
+    forced: list[int] = field(default_factory=list)
 
 
 def stop(targets: list[Target], platform: Platform, grace_s: float = GRACE_S,
@@ -62,6 +66,8 @@ def stop(targets: list[Target], platform: Platform, grace_s: float = GRACE_S,
     for target, proc in procs:
         _signal(target, proc, platform, polite=True, errors=errors)
     alive = _wait(procs, grace_s)
+    # Windows has no polite signal: its "terminate" is TerminateProcess already, a forced end.
+    forced = {t.pid for t, _ in (procs if platform.is_windows else alive)}
     for target, proc in alive:
         _signal(target, proc, platform, polite=False, errors=errors)
     alive = _wait(alive, force_wait_s)
@@ -72,6 +78,8 @@ def stop(targets: list[Target], platform: Platform, grace_s: float = GRACE_S,
             result.left.append((target.pid, why))
         else:
             result.stopped.append(target.pid)
+            if target.pid in forced:
+                result.forced.append(target.pid)
     return result
 
 
