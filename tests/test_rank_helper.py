@@ -101,3 +101,34 @@ def test_the_helper_watches_the_launchers_lifeline_without_importing_our_package
         if proc.poll() is None:
             proc.kill()
             proc.wait(10)
+
+
+SETTLES = """
+import atexit, sys, time, torch.distributed as dist
+atexit.register(lambda: print(f"exit handler after {time.monotonic() - END[0]:.3f}", flush=True))
+END = [0.0]
+dist.init_process_group("gloo", init_method=sys.argv[1], rank=0, world_size=1)
+dist.destroy_process_group()
+END[0] = time.monotonic()
+"""
+
+
+def test_a_gloo_rank_lets_its_worker_threads_finish_before_the_interpreter_shuts_down(tmp_path):
+    """rank/gloo_exit.py: a rank that used Gloo waits SETTLE_S in an exit hook (registered when it joined, so
+    before the script's earlier hooks and before finalization) instead of aborting when a Gloo worker frees
+    a finished all-reduce during finalization (pytorch PR #179291, abandoned)."""
+    from ddpstudio.rank.gloo_exit import SETTLE_S
+
+    store = (tmp_path / "pg").as_uri()
+    script = tmp_path / "settles.py"
+    script.write_text(SETTLES)
+    with_helper = subprocess.run([sys.executable, str(script), store], capture_output=True, text=True, timeout=120,
+                                 env={**os.environ, "PYTHONPATH": os.pathsep.join(
+                                     [rank_helper_dir(), os.environ.get("PYTHONPATH", "")])})
+    assert with_helper.returncode == 0, with_helper.stderr
+    waited = float(with_helper.stdout.split()[-1])
+    assert waited >= SETTLE_S, with_helper.stdout
+    (tmp_path / "pg").unlink(missing_ok=True)
+    plain = subprocess.run([sys.executable, str(script), (tmp_path / "pg").as_uri()], capture_output=True, text=True,
+                           timeout=120)
+    assert plain.returncode == 0 and float(plain.stdout.split()[-1]) < SETTLE_S, plain.stdout + plain.stderr

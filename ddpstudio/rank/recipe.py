@@ -65,6 +65,10 @@ class Trainer:
             world_size=self.world_size,
             timeout=timedelta(seconds=self.plan.rendezvous_timeout),
         )
+        if self.plan.backend == "gloo":
+            from ddpstudio.rank.gloo_exit import settle_at_exit
+
+            settle_at_exit()  # no abort at exit after a last all-reduce (rank/gloo_exit.py)
         self.emit.emit(protocol.RANK_JOINED, pid=os.getpid(), device=str(self.device),
                        grad_exchange=self.plan.grad_exchange, grad_compression=self.plan.grad_compression)
         spec = self.spec

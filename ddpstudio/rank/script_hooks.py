@@ -69,6 +69,10 @@ class _State:
         @functools.wraps(original)
         def init_process_group(*args: Any, **kwargs: Any) -> Any:
             result = original(*args, **kwargs)
+            if str(self.dist.get_backend()) == "gloo":
+                from ddpstudio.rank.gloo_exit import settle_at_exit
+
+                settle_at_exit()  # no abort at exit after a last all-reduce (rank/gloo_exit.py)
             _hook_ddp(self)
             self._joined()
             return result
