@@ -131,3 +131,27 @@ def test_a_real_run_stops_through_the_file_channel(studio_home, workload):
     # the 5 s grace, when the tree's hard stop ends it (seen once at a load average of 8 on 2 cores).
     assert interrupted and all(codes[r] == -signal.SIGINT for r in interrupted), (codes, interrupted)
     assert set(codes) == {0, 1} and all(codes[r] in (-signal.SIGINT, -signal.SIGKILL) for r in codes), codes
+
+
+@pytest.mark.posix_only("dies by SIGINT; Windows exits with STATUS_CONTROL_C_EXIT")
+def test_a_stopped_rank_dies_by_sigint_even_with_other_threads_running():
+    """stopwatch.exit_interrupted ends the process by SIGINT (the launcher's sign of its own stop), never with
+    the OverflowError that os._exit(0xC000013A) raised when another thread took the signal first."""
+    code = ("import threading, time\n"
+            "from ddpstudio.rank import stopwatch\n"
+            "for _ in range(4): threading.Thread(target=lambda: [time.sleep(0.001) for _ in range(10**6)], "
+            "daemon=True).start()\n"
+            "stopwatch.exit_interrupted()\n")
+    for _ in range(5):
+        res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+        assert res.returncode == -signal.SIGINT, res.stderr
+
+
+def test_the_windows_ctrl_c_status_fits_the_int_os_exit_takes():
+    from ddpstudio.rank.stopwatch import CONTROL_C_EXIT
+
+    assert CONTROL_C_EXIT & 0xFFFFFFFF == 0xC000013A
+    res = subprocess.run([sys.executable, "-c", f"import os; os._exit({CONTROL_C_EXIT})"], capture_output=True,
+                         text=True, timeout=60)
+    expected = 0xC000013A if sys.platform == "win32" else 0xC000013A & 0xFF  # POSIX keeps the low byte
+    assert res.returncode == expected and not res.stderr  # and no OverflowError

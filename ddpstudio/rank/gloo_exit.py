@@ -29,7 +29,10 @@ _registered = False
 
 
 def settle() -> None:
-    time.sleep(SETTLE_S)
+    try:
+        time.sleep(SETTLE_S)
+    except KeyboardInterrupt:  # a stop that arrives as the rank ends: it is ending anyway
+        pass
 
 
 def settle_at_exit() -> None:

@@ -17,6 +17,9 @@ import os
 import threading
 
 POLL_S = 0.2
+# STATUS_CONTROL_C_EXIT (0xC000013A) as the signed C int os._exit takes: the unsigned value raises
+# OverflowError ("Python int too large to convert to C int") instead of exiting.
+CONTROL_C_EXIT = 0xC000013A - (1 << 32)
 _started: threading.Thread | None = None
 
 
@@ -62,5 +65,7 @@ def exit_interrupted() -> None:
             pass
     if hasattr(signal, "SIGKILL"):  # POSIX: die by SIGINT, as CPython does for an uncaught KeyboardInterrupt
         signal.signal(signal.SIGINT, signal.SIG_DFL)
-        os.kill(os.getpid(), signal.SIGINT)
-    os._exit(0xC000013A & 0xFFFFFFFF)  # Windows: STATUS_CONTROL_C_EXIT, what Ctrl+C ends a process with
+        # raise() sends it to this thread, so the process ends before the call returns; os.kill may hand it
+        # to another thread (Gloo's, the stop watcher) and return first.
+        signal.raise_signal(signal.SIGINT)
+    os._exit(CONTROL_C_EXIT)  # Windows: what Ctrl+C ends a process with
