@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from ddpstudio.cli.nodes import add_node_arguments, choose, label, launch_node
-from ddpstudio.cli.run import EXIT_BAD_INPUT, build_request, fail
+from ddpstudio.cli.run import fail, plan_or_exit
 
 
 def _run_options() -> argparse.ArgumentParser:
@@ -33,15 +33,12 @@ def add_parser(sub) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from ddpstudio.core.gpu import detect_inventory
     from ddpstudio.core.nodes import joincode
     from ddpstudio.core.nodes.adapter import AdapterError
     from ddpstudio.core.nodes.facts import local_facts
     from ddpstudio.core.nodes.nodeplan import NodeRole, NodeSpec, host_plan
     from ddpstudio.core.platform import current
-    from ddpstudio.core.policy import PolicyError, build_plan
     from ddpstudio.core.rendezvous.ports import find_free_port, is_port_free
-    from ddpstudio.core.validate import check_request
 
     if args.nodes < 2:
         return fail(f"--nodes {args.nodes}: a multi-machine run has at least 2 nodes; for one machine use "
@@ -66,16 +63,9 @@ def main(args: argparse.Namespace) -> int:
         return fail(f"port {args.port} is taken on {adapter.address}; choose another --port or leave it out")
     port = args.port or find_free_port(adapter.address)
     args.world_size, args.store, args.port = per_node, "tcp", port
-    request = build_request(args)
-    problems = check_request(request)
-    if problems:
-        for problem in problems:
-            print(f"ddpstudio: error: {problem.message}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    try:
-        plan = build_plan(request, platform, detect_inventory())
-    except (PolicyError, ValueError) as exc:
-        return fail(str(exc))
+    plan = plan_or_exit(args, platform)
+    if isinstance(plan, int):
+        return plan
     k = plan.world_size
     plan = host_plan(plan, args.nodes, k, adapter, port, platform)
     facts = local_facts(platform, plan.backend, args.nodes, k)

@@ -149,17 +149,12 @@ def fail(message: str) -> int:
     return EXIT_BAD_INPUT
 
 
-def main(args: argparse.Namespace) -> int:
+def plan_or_exit(args: argparse.Namespace, platform):
+    """The request checked and planned: a Plan, or the exit status after one error line per problem."""
     from ddpstudio.core.gpu import detect_inventory
-    from ddpstudio.core.platform import current
     from ddpstudio.core.policy import PolicyError, build_plan
     from ddpstudio.core.validate import check_request
 
-    if args.script_args and not args.script:
-        return fail(f"unexpected arguments {' '.join(args.script_args)!r}; script arguments need --script")
-    if args.one_gpu_per_rank and not args.script:
-        return fail("--one-gpu-per-rank is for your own script (--script): the built-in recipe already gives "
-                    "each rank its own GPU")
     request = build_request(args)
     problems = check_request(request)
     if problems:
@@ -167,9 +162,22 @@ def main(args: argparse.Namespace) -> int:
             print(f"ddpstudio: error: {problem.message}", file=sys.stderr)
         return EXIT_BAD_INPUT
     try:
-        plan = build_plan(request, current(), detect_inventory())
+        return build_plan(request, platform, detect_inventory())
     except (PolicyError, ValueError) as exc:
         return fail(str(exc))
+
+
+def main(args: argparse.Namespace) -> int:
+    from ddpstudio.core.platform import current
+
+    if args.script_args and not args.script:
+        return fail(f"unexpected arguments {' '.join(args.script_args)!r}; script arguments need --script")
+    if args.one_gpu_per_rank and not args.script:
+        return fail("--one-gpu-per-rank is for your own script (--script): the built-in recipe already gives "
+                    "each rank its own GPU")
+    plan = plan_or_exit(args, current())
+    if isinstance(plan, int):
+        return plan
     if plan.store_path and plan.store_is_fixed:
         return _on_claimed_path(plan, args)
     return _launch(plan, args)

@@ -562,6 +562,18 @@ def _watch_stdin(launcher: Launcher) -> None:
     launcher.request_stop("asked to stop")
 
 
+def listen_for_stop(launcher: Launcher, stdin_control: bool) -> None:
+    """SIGINT/SIGTERM/SIGBREAK (and, with ``stdin_control``, a 'stop' line or stdin's end) stop the run."""
+    def on_signal(signum, _frame):
+        launcher.request_stop(f"signal {signal.Signals(signum).name}")
+
+    for name in ("SIGINT", "SIGTERM", "SIGBREAK"):
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), on_signal)
+    if stdin_control:
+        threading.Thread(target=_watch_stdin, args=(launcher,), daemon=True).start()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ddpstudio.core.launch.launcher")
     parser.add_argument("plan", help="the plan.json a front end wrote")
@@ -573,15 +585,7 @@ def main(argv: list[str] | None = None) -> int:
     except PlanError as exc:
         return refuse(f"{exc}; the launcher started nothing")
     launcher = Launcher(plan)
-
-    def on_signal(signum, _frame):
-        launcher.request_stop(f"signal {signal.Signals(signum).name}")
-
-    for name in ("SIGINT", "SIGTERM", "SIGBREAK"):
-        if hasattr(signal, name):
-            signal.signal(getattr(signal, name), on_signal)
-    if args.stdin_control:
-        threading.Thread(target=_watch_stdin, args=(launcher,), daemon=True).start()
+    listen_for_stop(launcher, args.stdin_control)
     return run(launcher)
 
 

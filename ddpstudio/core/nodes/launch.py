@@ -14,14 +14,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import signal
 import socket
 import sys
-import threading
 import time
 
 from ddpstudio.core import protocol
-from ddpstudio.core.launch.launcher import Launcher, refuse, run
+from ddpstudio.core.launch.launcher import Launcher, listen_for_stop, refuse, run
 from ddpstudio.core.launch.planfile import PlanError, read_plan
 from ddpstudio.core.launch.rootcause import RankFailure
 from ddpstudio.core.nodes import handshake
@@ -206,21 +204,7 @@ def main(argv: list[str] | None = None) -> int:
     except (PlanError, OSError, ValueError, TypeError, KeyError) as exc:
         return refuse(f"{exc}; the node launcher started nothing")
     launcher = NodeLauncher(plan, spec)
-
-    def on_signal(signum, _frame):
-        launcher.request_stop(f"signal {signal.Signals(signum).name}")
-
-    for name in ("SIGINT", "SIGTERM", "SIGBREAK"):
-        if hasattr(signal, name):
-            signal.signal(getattr(signal, name), on_signal)
-    if args.stdin_control:
-        def watch_stdin() -> None:
-            for line in sys.stdin:
-                if line.strip().lower() == "stop":
-                    break
-            launcher.request_stop("asked to stop")
-
-        threading.Thread(target=watch_stdin, daemon=True).start()
+    listen_for_stop(launcher, args.stdin_control)
     try:
         launcher.rendezvous(token)
     except (handshake.Refused, StoreError) as exc:
