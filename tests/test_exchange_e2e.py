@@ -110,7 +110,9 @@ def test_plain_ddp_script_runs_staged_through_the_rank_helper(studio_home):
 
 
 def test_rank_helper_off_reports_nothing_and_still_trains(studio_home):
-    evs, lines = _script_run("--grad-exchange", "staged", "--no-rank-helper")
+    # --settle: without the helper's exit wait this script meets PyTorch's Gloo abort at exit now and then
+    # (CI saw it; test_exitcodes.py checks how the studio explains it), which is not what this test is about.
+    evs, lines = _script_run("--grad-exchange", "staged", "--no-rank-helper", script_args=("10", "--settle"))
     assert not of_type(evs, protocol.RANK_JOINED) and not of_type(evs, protocol.RANK_LEFT)
     assert "rank 0 comm hooks: []" in lines[0]
     losses = _script_losses(lines[0])

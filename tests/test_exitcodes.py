@@ -12,6 +12,7 @@ import pytest
 
 from ddpstudio.core.exchange import probe
 from ddpstudio.core.exchange.crash import gloo_cuda_crash_note
+from ddpstudio.core.launch.exitabort import gloo_exit_abort_note
 from ddpstudio.core.launch.rootcause import RankFailure
 from ddpstudio.core.platform import LINUX, WINDOWS
 from ddpstudio.core.process.exitcodes import describe_exit, is_native_crash
@@ -119,6 +120,35 @@ def test_a_rank_that_segfaults_is_reported_as_killed_by_sigsegv(studio_home):
     assert cause["exit"] == "killed by SIGSEGV"
     assert done.get("summary").startswith("rank 1 failed first (killed by SIGSEGV)")
     assert "exit code -11" not in res.stdout
+
+
+@pytest.mark.parametrize("code, trained, helper, platform, expected", [
+    (-6, True, False, LINUX, "this run had the helper off (--no-rank-helper)"),
+    (-6, True, True, LINUX, "did not avoid it this time"),
+    (3, True, False, WINDOWS, "this run had the helper off"),
+    (-6, False, False, LINUX, None),  # aborted before it trained: not the exit bug
+    (-11, True, False, LINUX, None),  # another signal
+    (-6, True, False, WINDOWS, None),  # Windows' abort() exits with 3, not a signal
+])
+def test_the_gloo_abort_at_exit_note(code, trained, helper, platform, expected):
+    note = gloo_exit_abort_note("terminate called without an active exception", code, trained, helper, platform)
+    if expected is None:
+        assert note is None
+    else:
+        assert expected in note and "pytorch PR #179291" in note and "after it had trained" in note
+    assert gloo_exit_abort_note("double free or corruption", code, trained, helper, platform) is None
+
+
+@pytest.mark.slow
+def test_a_script_rank_that_aborts_at_exit_after_training_is_explained(studio_home):
+    res = ddpstudio("run", "--json", "--rendezvous-timeout", "30", "--script", str(SCRIPTS / "abort_at_exit.py"),
+                    "--script-style", "env", "--no-rank-helper")
+    assert res.returncode == 1, res.stderr[-2000:]
+    done = final(events(res.stdout))
+    assert done.get("root_cause")["exit_code"] == -signal.SIGABRT
+    summary = done.get("summary")
+    assert summary.startswith("rank 1 failed first (killed by SIGABRT): the rank aborted after it had trained")
+    assert "--no-rank-helper" in summary and "terminate called without an active exception" in summary
 
 
 @pytest.mark.slow

@@ -18,6 +18,7 @@ from ddpstudio.core.launch.rundir import RunDir
 from ddpstudio.core.platform import WINDOWS
 from ddpstudio.core.process.proctree import STOP_CHANNEL_ENV, WindowsTree
 from ddpstudio.core.protocol import STOP_FILE_ENV
+from tests.conftest import processes_of
 from tests.studio import SCRIPTS, TINY, events, final, of_type
 
 # A stand-in rank: watches the stop file, then trains "forever"; says how it ended.
@@ -99,13 +100,8 @@ def test_the_windows_tree_asks_through_the_file_and_never_through_os_kill(tmp_pa
     assert job.terminated == 1
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("workload", [
-    ["--max-steps", "100000", *TINY],  # the built-in recipe watches the file itself
-    ["--script", str(SCRIPTS / "env_style.py"), "--script-style", "env", "--", "100000"],  # through the rank helper
-], ids=["recipe", "user script"])
-def test_a_real_run_stops_through_the_file_channel(studio_home, workload):
-    """The launcher and two real Gloo ranks, with the POSIX tree asking the Windows way."""
+def stopped_through_the_file(workload: list[str]):
+    """``ddpstudio run --json`` with the Windows stop channel, Ctrl+C once training runs: (events, exit code)."""
     env = {**os.environ, STOP_CHANNEL_ENV: "file"}
     cli = subprocess.Popen([sys.executable, "-m", "ddpstudio", "run", "--json", *workload],
                            stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, env=env)
@@ -120,7 +116,17 @@ def test_a_real_run_stops_through_the_file_channel(studio_home, workload):
     finally:
         if cli.poll() is None:
             cli.kill()
-    evs = events("".join(lines) + out)
+    return events("".join(lines) + out), cli.returncode
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("workload", [
+    ["--max-steps", "100000", *TINY],  # the built-in recipe watches the file itself
+    ["--script", str(SCRIPTS / "env_style.py"), "--script-style", "env", "--", "100000"],  # through the rank helper
+], ids=["recipe", "user script"])
+def test_a_real_run_stops_through_the_file_channel(studio_home, workload):
+    """The launcher and two real Gloo ranks, with the POSIX tree asking the Windows way."""
+    evs, _ = stopped_through_the_file(workload)
     done = final(evs)
     assert done.get("state") == "stopped", done.data
     run = RunDir.at(of_type(evs, "run_started")[0].get("run_dir"))
@@ -131,6 +137,44 @@ def test_a_real_run_stops_through_the_file_channel(studio_home, workload):
     # the 5 s grace, when the tree's hard stop ends it (seen once at a load average of 8 on 2 cores).
     assert interrupted and all(codes[r] == -signal.SIGINT for r in interrupted), (codes, interrupted)
     assert set(codes) == {0, 1} and all(codes[r] in (-signal.SIGINT, -signal.SIGKILL) for r in codes), codes
+
+
+@pytest.mark.slow
+def test_a_script_rank_that_errors_because_its_peer_stopped_first_is_part_of_the_stop(studio_home):
+    """Rank 1 leaves at once on the stop; rank 0 finishes its step, meets the gone peer and exits 1 (real
+    Gloo): the run was stopped, not failed (CI once called such a stop a failure)."""
+    evs, returncode = stopped_through_the_file(["--script", str(SCRIPTS / "peer_gone_on_stop.py"),
+                                                "--script-style", "env"])
+    codes = {e.rank: e.get("exit_code") for e in of_type(evs, "rank_exited")}
+    assert codes == {0: 1, 1: 0}, codes  # the case itself: rank 0 really failed its step after the stop
+    said = [e.get("line") or "" for e in of_type(evs, "log")]
+    assert any("finishing its step after the stop" in line for line in said), said
+    done = final(evs)
+    assert done.get("state") == "stopped" and done.get("root_cause") is None, done.data
+    assert returncode == 3
+    assert not processes_of(studio_home)
+
+
+@pytest.mark.posix_only("dies by SIGINT; Windows exits with STATUS_CONTROL_C_EXIT")
+def test_a_recipe_rank_whose_collective_fails_after_the_stop_ends_as_stopped(tmp_path):
+    """The built-in recipe, asked to stop, then failing because a peer left first: it ends by SIGINT, as a
+    stopped rank does, and reports no error (an error event would become the run's root cause)."""
+    code = ("import sys\n"
+            "from ddpstudio.rank import recipe, stopwatch\n"
+            "class Trainer:\n"
+            "    def __init__(self, *a): pass\n"
+            "    def setup(self):\n"
+            "        stopwatch._asked.set()  # what the watcher does when the stop file appears\n"
+            "        raise RuntimeError('Connection closed by peer [127.0.0.1]:1234')\n"
+            "recipe.Trainer = Trainer\n"
+            "recipe.Plan.read = staticmethod(lambda path: type('P', (), {'init_method': 'env://'})())\n"
+            "sys.exit(recipe.main(['plan.json']))\n")
+    env = {**os.environ, "DDPSTUDIO_EVENTS_DIR": str(tmp_path), "RANK": "0"}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
+    assert proc.returncode == -signal.SIGINT, proc.stderr
+    assert "Connection closed by peer" in proc.stderr and "a peer had already stopped" in proc.stderr
+    written = "".join(p.read_text() for p in tmp_path.iterdir())
+    assert '"type":"error"' not in written, written
 
 
 @pytest.mark.posix_only("dies by SIGINT; Windows exits with STATUS_CONTROL_C_EXIT")

@@ -300,6 +300,13 @@ def main(argv: list[str] | None = None) -> int:
         stopwatch.exit_interrupted()
         raise
     except Exception as exc:  # reported as an event, then the traceback goes to stderr too
+        if stopwatch.asked():
+            # Asked to stop, then a collective failed: a peer stopped first and left it without a
+            # partner ("Connection closed by peer"). That is the stop, and this rank ends as stopped.
+            emitter.close()
+            traceback.print_exc(limit=3)
+            print("(after the stop was asked for: a peer had already stopped)", file=sys.stderr, flush=True)
+            stopwatch.exit_interrupted()
         emitter.emit(protocol.ERROR, message=f"{type(exc).__name__}: {exc}",
                      traceback=traceback.format_exc(limit=20))
         raise

@@ -21,6 +21,12 @@ POLL_S = 0.2
 # OverflowError ("Python int too large to convert to C int") instead of exiting.
 CONTROL_C_EXIT = 0xC000013A - (1 << 32)
 _started: threading.Thread | None = None
+_asked = threading.Event()  # the stop file was seen: what fails from now on fails because of the stop
+
+
+def asked() -> bool:
+    """Whether this rank was asked to stop (an error after that is the stop's, e.g. a peer that left first)."""
+    return _asked.is_set()
 
 
 def watch(path: str | None = None, poll_s: float = POLL_S) -> threading.Thread | None:
@@ -33,6 +39,7 @@ def watch(path: str | None = None, poll_s: float = POLL_S) -> threading.Thread |
     if not path or _started is not None:
         return _started
     if os.path.exists(path):  # a stop asked before we started: stop at once
+        _asked.set()
         _thread.interrupt_main()
         return None
     _started = threading.Thread(target=_poll, args=(path, poll_s), name="ddpstudio-stopwatch", daemon=True)
@@ -44,6 +51,7 @@ def _poll(path: str, poll_s: float) -> None:
     stop = threading.Event()
     while not stop.wait(poll_s):
         if os.path.exists(path):
+            _asked.set()
             _thread.interrupt_main()
             return
 

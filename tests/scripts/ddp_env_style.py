@@ -1,6 +1,8 @@
 """A plain torchrun-style DDP script (knows nothing of DDP Studio): env://, DDP, all_reduce, print.
 
-``STEPS [--own-hook]``: with ``--own-hook`` it registers torch's ``allreduce_hook`` itself.
+``STEPS [--own-hook] [--settle]``: with ``--own-hook`` it registers torch's ``allreduce_hook`` itself;
+with ``--settle`` it waits 0.1 s after ``destroy_process_group``, as a script run without the rank helper
+must to avoid PyTorch's Gloo abort at exit (ddpstudio/rank/gloo_exit.py says why).
 
 Prints the loss each step, and at the end the names of the communication
 hooks its DDP model runs (none of its own), so a test can see what ran.
@@ -15,6 +17,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 steps = int(sys.argv[1]) if len(sys.argv) > 1 else 10
 own_hook = "--own-hook" in sys.argv  # register torch's reference hook, as some scripts do
+settle = "--settle" in sys.argv
 dist.init_process_group("gloo", init_method="env://")
 rank, world = dist.get_rank(), dist.get_world_size()
 assert world == int(os.environ["WORLD_SIZE"])
@@ -38,3 +41,7 @@ for i in range(steps):
     print(f"rank {rank} step {i + 1} loss: {mean.item() / world:.6f}", flush=True)
 print(f"rank {rank} comm hooks: {[hook.__name__ for hook, _ in model._comm_hooks]}", flush=True)
 dist.destroy_process_group()
+if settle:
+    import time
+
+    time.sleep(0.1)

@@ -30,6 +30,7 @@ from ddpstudio.core.launch.argclash import clashes
 from ddpstudio.core.launch.busyport import busy_port_note
 from ddpstudio.core.launch.commands import rank_command, rank_env
 from ddpstudio.core.launch.diskguard import DiskProblem, GuardedWriter, probe
+from ddpstudio.core.launch.exitabort import gloo_exit_abort_note
 from ddpstudio.core.launch.history import HistoryWriter
 from ddpstudio.core.launch.lossparse import LossScraper
 from ddpstudio.core.launch.outcome import LAST_LINES, copies_warning, judge
@@ -96,6 +97,7 @@ class Launcher:
         self.state = RunState.STARTING
         self.stop_requested = threading.Event()
         self.stop_reason = ""
+        self._stop_t: float | None = None  # when a stop was asked for (a user, a stop file, our front end)
         self.ranks: list[RankProc] = []
         self.failures: list[RankFailure] = []
         self.stall: RankFailure | None = None
@@ -141,7 +143,7 @@ class Launcher:
 
     def request_stop(self, reason: str) -> None:
         if not self.stop_requested.is_set():
-            self.stop_reason = reason
+            self.stop_reason, self._stop_t = reason, time.time()
             self.stop_requested.set()
 
     # -- start ---------------------------------------------------------------
@@ -375,12 +377,25 @@ class Launcher:
             for fh in r.files:
                 fh.close()
             self.emit(protocol.make_event(protocol.RANK_EXITED, rank=self._tag(r), exit_code=code))
-            ours = self.state is RunState.STOPPING and (code < 0 or self._killed or self.platform.is_windows)
-            if code != 0 and not ours:
+            if code != 0 and not self._ended_by_stop(r, code):
                 t, message = min(r.error_t or now, now), self._crash_message(r, code)
                 self.failures.append(script_failure(code, message, r.stderr, t, self.platform)
                                      if self.spawned else
                                      RankFailure(r.rank, code, t, message, r.stderr.tail(), self.platform))
+
+    def _ended_by_stop(self, r: RankProc, code: int) -> bool:
+        """A rank that exited non-zero while the run was being stopped: did the stop end it?
+
+        A signal or our kill did. So did an error after a stop was asked for: the first rank to stop
+        leaves its peers' collectives without a partner ("Connection closed by peer", exit 1), which is
+        the stop, not a failure. An error the rank reported before the stop was asked for stays one.
+        """
+        if self.state is not RunState.STOPPING:
+            return False
+        if code < 0 or self._killed or self.platform.is_windows:
+            return True
+        asked = self._stop_t if self.stop_requested.is_set() else None
+        return asked is not None and (r.error_t is None or r.error_t >= asked)
 
     def _crash_message(self, r: RankProc, code: int) -> str:
         """The rank's last words; for a native crash with Gloo on CUDA, what it probably was (pytorch #186535)."""
@@ -390,6 +405,8 @@ class Launcher:
             message = f"{busy} ({message})" if message else busy
         p = self.plan
         note = gloo_cuda_crash_note(p.backend, p.device, getattr(p, "grad_exchange", None), code, self.platform)
+        if note is None and p.script is not None:
+            note = gloo_exit_abort_note(message, code, r.trained, p.rank_helper, self.platform)
         if note is None:
             return message
         return f"{note} (last output: {message})" if message else note
