@@ -14,6 +14,12 @@ and ``rank_joined`` are one line each). The table gives rank 0's median step
 time per launch, and its CPU time per step (``time.process_time``, which a
 busy machine's scheduling disturbs far less than wall time), the per-pair
 ratios on/off and their medians over the pairs.
+
+The paired ratio resolves only a few percent on a busy machine, so each
+helper-on launch also counts the helper's cost directly: the calls into DDP
+Studio's code during a training step (a profiler over 5 extra steps) and the
+CPU time of DDP Studio's own threads in the rank (per-thread CPU clocks, to the
+nanosecond) against the training thread's, over the measured steps.
 """
 
 from __future__ import annotations
@@ -55,19 +61,56 @@ opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
 g = torch.Generator().manual_seed(dist.get_rank())
 x, y = torch.randn(16, 3, 32, 32, generator=g), torch.randint(0, 10, (16,), generator=g)
 print(f"startup import_ms: {t_import * 1000:.1f} init_ms: {t_init * 1000:.1f}", flush=True)
-for step in range(1, steps + 1):
-    dist.barrier()
-    s, c = time.perf_counter(), time.process_time()
+import os, threading
+
+
+def ours():
+    """CPU seconds of the DDP Studio threads in this process (the stop watcher, the lifeline), each to the ns."""
+    return sum(time.clock_gettime(time.pthread_getcpuclockid(t.ident)) for t in threading.enumerate()
+               if t.name.startswith("ddpstudio-") and t.is_alive())
+
+
+def train_step():
     loss = torch.nn.functional.cross_entropy(model(x), y)
     opt.zero_grad()
     loss.backward()
     opt.step()
+    return loss
+
+
+helper_cpu0, main_cpu0 = ours(), time.thread_time()
+for step in range(1, steps + 1):
+    dist.barrier()
+    s, c = time.perf_counter(), time.process_time()
+    loss = train_step()
     wall, cpu = (time.perf_counter() - s) * 1000, (time.process_time() - c) * 1000
     print(f"step {step} loss: {loss.item():.4f} step_ms: {wall:.3f} cpu_ms: {cpu:.3f}", flush=True)
+helper_cpu, main_cpu = ours() - helper_cpu0, time.thread_time() - main_cpu0
+# Then a few steps under a profiler that counts every Python call into DDP Studio's code (wrappers, hooks),
+# in this thread and any other; the profiler's own cost is not timed.
+package = os.sep + "ddpstudio" + os.sep
+calls = [0]
+
+
+def count(frame, event, arg):
+    if event == "call" and package in frame.f_code.co_filename:
+        calls[0] += 1
+
+
+threading.setprofile(count)
+sys.setprofile(count)
+for _ in range(5):
+    dist.barrier()
+    train_step()
+sys.setprofile(None)
+threading.setprofile(None)
+print(f"accounting helper_thread_cpu_ms: {helper_cpu * 1000:.4f} main_thread_cpu_ms: {main_cpu * 1000:.1f} "
+      f"helper_calls_per_step: {calls[0] / 5:.1f}", flush=True)
 dist.destroy_process_group()
 '''
 _STEP = re.compile(r"step_ms: ([0-9.]+) cpu_ms: ([0-9.]+)")
 _START = re.compile(r"import_ms: ([0-9.]+) init_ms: ([0-9.]+)")
+_ACCOUNT = re.compile(r"helper_thread_cpu_ms: ([0-9.]+) main_thread_cpu_ms: ([0-9.]+) helper_calls_per_step: ([0-9.]+)")
 
 
 def start(script: Path, helper: bool, args: argparse.Namespace) -> subprocess.Popen:
@@ -91,10 +134,12 @@ def result(proc: subprocess.Popen, helper: bool, args: argparse.Namespace) -> di
         return None
     steps = [m for line in lines if (m := _STEP.search(line))][args.warmup:]
     start_up = next(m for line in lines if (m := _START.search(line)))
+    account = next(m for line in lines if (m := _ACCOUNT.search(line)))
     assert ('"type":"rank_watched"' in stdout) == helper, "the helper switch did not do what it says"
     return {"step_ms": statistics.median(float(m.group(1)) for m in steps),
             "cpu_ms": statistics.median(float(m.group(2)) for m in steps), "import_ms": float(start_up.group(1)),
-            "init_ms": float(start_up.group(2))}
+            "init_ms": float(start_up.group(2)), "helper_thread_ms": float(account.group(1)),
+            "main_thread_ms": float(account.group(2)), "calls_per_step": float(account.group(3))}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -122,13 +167,14 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n{args.model}, 2 ranks, Gloo on the CPU, batch 16 per rank, 32x32, {args.steps} measured steps after "
           f"{args.warmup}, rank 0's median step time per launch; {len(pairs)} pairs, each pair side by side")
     print("| pair | step on/off (ms) | ratio | CPU per step on/off (ms) | ratio | import torch on/off (ms) "
-          "| init on/off (ms) |")
-    print("|---|---|---|---|---|---|---|")
+          "| init on/off (ms) | helper calls per step | helper threads' CPU / training thread's |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for i, pair in enumerate(pairs, 1):
         on, off = pair[True], pair[False]
         print(f"| {i} | {on['step_ms']:.2f} / {off['step_ms']:.2f} | {on['step_ms'] / off['step_ms']:.3f} | "
               f"{on['cpu_ms']:.2f} / {off['cpu_ms']:.2f} | {on['cpu_ms'] / off['cpu_ms']:.3f} | "
-              f"{on['import_ms']:.0f} / {off['import_ms']:.0f} | {on['init_ms']:.0f} / {off['init_ms']:.0f} |")
+              f"{on['import_ms']:.0f} / {off['import_ms']:.0f} | {on['init_ms']:.0f} / {off['init_ms']:.0f} | "
+              f"{on['calls_per_step']:g} | {100 * on['helper_thread_ms'] / on['main_thread_ms']:.3f}% |")
     if pairs:
         wall = statistics.median(p[True]["step_ms"] / p[False]["step_ms"] for p in pairs)
         cpu = statistics.median(p[True]["cpu_ms"] / p[False]["cpu_ms"] for p in pairs)
@@ -136,6 +182,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\nmedian ratio on/off over the pairs: step time {wall:.4f} ({100 * (wall - 1):+.2f}%), "
               f"CPU time per step {cpu:.4f} ({100 * (cpu - 1):+.2f}%); "
               f"median extra import time with the helper: {imp:+.0f} ms (once per rank)")
+        on = [p[True] for p in pairs]
+        share = max(100 * r["helper_thread_ms"] / r["main_thread_ms"] for r in on)
+        calls = max(r["calls_per_step"] for r in on)
+        print("\nCounted directly in each helper-on launch (rank 0; not disturbed by the machine's load): "
+              f"calls into DDP Studio code per training step, at most {calls:g}; CPU time of DDP Studio's "
+              f"own threads (stop watcher, lifeline) over the measured steps, at most {share:.4f}% of the "
+              "training thread's CPU time")
     return 0 if pairs else 1
 
 
