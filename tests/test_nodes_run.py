@@ -115,6 +115,28 @@ def test_host_and_join_on_one_machine_train_together_and_finish(studio_home, nod
             assert token not in path.read_text(errors="replace"), f"the token leaked into {path}"
 
 
+def test_two_nodes_of_two_ranks_each_make_one_world_of_four(studio_home, nodes):
+    host = nodes("host", "--nodes", "2", "--max-steps", "4", "--join-timeout", "60", *TRAIN, "--ranks-per-node", "2")
+    join = nodes("join", host.code(), "--join-timeout", "60")
+    assert host.wait(180) == 0, host.stderr
+    assert join.wait(60) == 0, join.stderr
+    # Global rank = node rank x ranks per node + local rank, as the launchers and the ranks' own groups see it.
+    assert sorted(e.rank for e in host.of(protocol.RANK_STARTED)) == [0, 1]
+    assert sorted(e.rank for e in join.of(protocol.RANK_STARTED)) == [2, 3]
+    for node, node_rank in ((host, 0), (join, 1)):
+        joined = sorted((e.rank, e.get("global_rank"), e.get("local_rank"), e.get("group_size"))
+                        for e in node.of(protocol.RANK_JOINED))
+        assert joined == [(node_rank * 2 + i, node_rank * 2 + i, i, 4) for i in (0, 1)], joined
+        [done] = node.of(protocol.RUN_FINISHED)
+        assert done.get("state") == protocol.FINISHED
+        [started] = node.of(protocol.RUN_STARTED)
+        assert started.get("world_size") == 4
+    losses = [e.get("loss") for e in host.of(protocol.GLOBAL_STEP)]
+    assert len(losses) == 4 and losses[-1] < losses[0], losses
+    for rank in (2, 3):  # the joining node's ranks trained every step
+        assert [e.get("step") for e in join.of(protocol.STEP) if e.rank == rank] == [1, 2, 3, 4]
+
+
 def test_wrong_token_and_other_versions_are_refused_before_any_rank_starts(studio_home, nodes):
     host = nodes("host", "--nodes", "2", "--max-steps", "2", "--join-timeout", "120", *TRAIN)
     real = joincode.decode(host.code())
