@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import json
 import secrets
-import socket
 import time
 from dataclasses import dataclass
 from typing import Callable
 
+from ddpstudio.core.nodes import reach
 from ddpstudio.core.nodes import store as keys
 from ddpstudio.core.nodes.facts import NodeFacts, mismatch
 
@@ -52,13 +52,14 @@ def reach_back(address: str, port: int, timeout_s: float = 3.0) -> str | None:
     node -> host. The probe listens in the joining node's own Python, so a
     firewall that blocks that program's incoming connections blocks this too.
     """
-    try:
-        socket.create_connection((address, port), timeout=timeout_s).close()
+    failure = reach.check(address, port, timeout_s)
+    if failure is None:
         return None
-    except OSError as exc:
-        return (f"the host cannot open a TCP connection to this machine at {address}:{port} "
-                f"({exc.strerror or exc}): Gloo connects in both directions, so allow incoming connections "
-                "for DDP Studio's Python in this machine's firewall (docs/multi-machine.md)")
+    how = {reach.Blocked.DROPPED: ": dropped, as a firewall does",
+           reach.Blocked.NO_ROUTE: ": a route or firewall rule refuses it"}.get(failure.kind, "")
+    return (f"the host cannot open a TCP connection to this machine at {address}:{port} "
+            f"({failure.detail}{how}): Gloo connects in both directions, so allow incoming connections "
+            "for DDP Studio's Python in this machine's firewall (docs/multi-machine.md)")
 
 
 def host_wait(store, token: str, host: NodeFacts, timeout_s: float, stopped: Callable[[], bool],
