@@ -24,7 +24,14 @@ POLL_S = 0.1
 
 
 class Refused(Exception):
-    """This node may not join (or the host gave up); the message says why, for the user."""
+    """This node may not join (or the host gave up); the message says why, for the user.
+
+    ``blocked``: the host could not connect back to this node (a firewall here, most likely).
+    """
+
+    def __init__(self, message: str, blocked: bool = False) -> None:
+        super().__init__(message)
+        self.blocked = blocked
 
 
 @dataclass(frozen=True)
@@ -88,14 +95,16 @@ def host_wait(store, token: str, host: NodeFacts, timeout_s: float, stopped: Cal
         label = str(request.get("label") or "an unnamed machine")
         reason = judge(token, host, request)
         probe = request.get("probe")
+        blocked = False
         if reason is None and isinstance(probe, list) and len(probe) == 2:
             reason = reach(str(probe[0]), int(probe[1]))
+            blocked = reason is not None
         if reason is None:
             joined.append(Joined(len(joined) + 1, label))
             store.set(keys.verdict_key(ticket), json.dumps({"ok": True, "node_rank": len(joined)}))
             say("joined", f"node {len(joined)} joined: {label}")
         else:
-            store.set(keys.verdict_key(ticket), json.dumps({"ok": False, "reason": reason}))
+            store.set(keys.verdict_key(ticket), json.dumps({"ok": False, "reason": reason, "blocked": blocked}))
             say("refused", f"refused a join from {label}: {reason}")
         ticket += 1
     return joined
@@ -127,7 +136,8 @@ def join(store, token: str, facts: NodeFacts, label: str, timeout_s: float,
                       "the run already has all its nodes (it started without this one); nothing was started")
     verdict = _json(store.get(keys.verdict_key(ticket)))
     if not verdict.get("ok"):
-        raise Refused(f"the host refused this node: {verdict.get('reason', 'no reason given')}; nothing was started")
+        raise Refused(f"the host refused this node: {verdict.get('reason', 'no reason given')}; nothing was started",
+                      blocked=bool(verdict.get("blocked")))
     _first_of(store, [keys.START_KEY], timeout_s, "start the run", stopped)
     start = _json(store.get(keys.START_KEY))
     if "cancelled" in start:

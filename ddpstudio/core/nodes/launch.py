@@ -22,7 +22,7 @@ from ddpstudio.core import protocol
 from ddpstudio.core.launch.launcher import Launcher, listen_for_stop, refuse, run
 from ddpstudio.core.launch.planfile import PlanError, read_plan
 from ddpstudio.core.launch.rootcause import RankFailure
-from ddpstudio.core.nodes import handshake
+from ddpstudio.core.nodes import firewall, handshake
 from ddpstudio.core.nodes.facts import local_facts
 from ddpstudio.core.nodes.link import News, NewsKind, NodeLink
 from ddpstudio.core.nodes.nodeplan import TOKEN_ENV, NodeRole, NodeSpec, joined_plan, shared_part
@@ -217,7 +217,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         launcher.rendezvous(token)
     except (handshake.Refused, StoreError) as exc:
-        return refuse(str(exc))
+        code = refuse(str(exc))
+        advice = firewall.advice_after(exc, launcher.platform, spec.port)  # Windows, a firewall the likely cause
+        if advice:
+            print(advice, file=sys.stderr, flush=True)
+        return code
     except (RuntimeError, OSError, KeyError, ValueError) as exc:  # the host vanished mid-handshake, say
         return refuse(f"the handshake with the host failed ({type(exc).__name__}: {exc}); nothing was started")
     code = run(launcher)
