@@ -96,6 +96,7 @@ def test_a_port_the_hosts_firewall_drops_is_named_a_firewall_problem_with_addres
     """The host's namespace drops incoming TCP to the store's port, as a firewall does: a policy-routing rule
     (no iptables/nft here) sends it to a blackhole route before the local table is consulted."""
     import signal
+    import time
 
     (host_ns, join_ns), (host_link, _) = two_machines
     port = 29600 + os.getpid() % 300
@@ -112,8 +113,10 @@ def test_a_port_the_hosts_firewall_drops_is_named_a_firewall_problem_with_addres
         code = host.code()
         host.wait_for("the store listening", lambda: any("waiting up to" in (e.get("line") or "")
                                                          for e in host.of(protocol.LOG)), 60)
+        t0 = time.monotonic()
         join = Node("join", code, "--join-timeout", "3", prefix=("ip", "netns", "exec", join_ns))
         assert join.wait(60) == 2
+        took = time.monotonic() - t0
         assert (f"could not reach the host at {SUBNET}.1:{port} within 3 s: blocked: TCP connections to "
                 f"{SUBNET}.1:{port} get no answer (timed out): a firewall on that machine or on the way drops them"
                 in join.stderr), join.stderr
@@ -121,6 +124,7 @@ def test_a_port_the_hosts_firewall_drops_is_named_a_firewall_problem_with_addres
         assert join.stderr.count("ddpstudio: error:") == 1 and join.of(protocol.RANK_STARTED) == []
         host.proc.send_signal(signal.SIGINT)
         assert host.wait(30) == 2 and host.of(protocol.RANK_STARTED) == []
+        print(f"'ddpstudio join' named the dropped port {took:.1f} s after it started (join timeout 3 s)")
     finally:
         for node in (host, join):
             if node is not None:
