@@ -39,6 +39,10 @@ def test_the_netsh_commands_script_and_elevated_call_are_exact():
         rf'"program={BASE}\pythonw.exe" protocol=TCP localport=any profile=private enable=yes' "\r\n")
     script = r"C:\Users\ann\AppData\Local\DDP Studio\firewall-rules.netsh"
     assert firewall.elevation_call(script) == ("runas", "netsh.exe", f'-f "{script}"', 0)
+    assert firewall.elevation_outcome(42, 0) is None  # above 32: started
+    assert firewall.elevation_outcome(5, 1223) == "the administrator prompt was declined"  # ERROR_CANCELLED
+    assert firewall.elevation_outcome(5, 5) == \
+        "Windows did not start netsh elevated (ShellExecuteW returned 5, error 5)"
 
 
 def test_the_advice_says_exactly_what_to_allow():

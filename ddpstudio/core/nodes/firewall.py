@@ -120,12 +120,25 @@ def add_elevated(rule_list: list[Rule], folder: Path, platform: Platform) -> str
         return "firewall rules are added this way on Windows only"
     path = folder / "firewall-rules.netsh"
     path.write_text(script(rule_list), encoding="utf-8")
+    import ctypes
+
     verb, file, params, show = elevation_call(str(path))
     code = _shell_execute_w()(None, verb, file, params, None, show)
-    if code > 32:  # documented: a value greater than 32 is success
+    return elevation_outcome(code, ctypes.get_last_error())
+
+
+def elevation_outcome(code: int, last_error: int) -> str | None:
+    """None when ShellExecuteW started the program (it returns more than 32 then), else why not in words.
+
+    Every failure outside its first 32 codes comes back as SE_ERR_ACCESSDENIED (5), a declined UAC prompt
+    included (Raymond Chen, "Why does ShellExecute return SE_ERR_ACCESSDENIED for nearly everything?");
+    the thread's last error tells the decline apart: ERROR_CANCELLED (1223).
+    """
+    if code > 32:
         return None
-    return ("the administrator prompt was declined" if code == 5 else  # SE_ERR_ACCESSDENIED
-            f"Windows could not start netsh elevated (ShellExecuteW returned {code})")
+    if last_error == 1223:
+        return "the administrator prompt was declined"
+    return f"Windows did not start netsh elevated (ShellExecuteW returned {code}, error {last_error})"
 
 
 def _shell_execute_w():
