@@ -235,9 +235,10 @@ def test_a_node_the_host_cannot_connect_back_to_is_refused_as_a_firewall_problem
     host.start()
     closed = _free_port()  # nothing listens there: as if this machine's firewall dropped the host's connection
     with pytest.raises(handshake.Refused, match=f"cannot open a TCP connection to this machine at 127.0.0.1:{closed} "
-                       r".*Gloo connects in both directions.*firewall"):
+                       r".*Gloo connects in both directions.*firewall") as refused:
         handshake.join(connect("127.0.0.1", port, 10), "secret-token", facts(), "b (127.0.0.1)", 10,
                        probe=("127.0.0.1", closed))
+    assert refused.value.blocked  # the Windows front end prints what to allow (core/nodes/firewall.py)
     with socket.socket() as listening:
         listening.bind(("127.0.0.1", 0))
         listening.listen(1)

@@ -89,3 +89,57 @@ def test_an_unreachable_host_is_a_clear_error_within_the_join_timeout(studio_hom
     assert f"could not reach the host at {SUBNET}.1:29511 within 3 s" in join.stderr, join.stderr
     assert "no firewall blocks TCP port 29511 on the host" in join.stderr
     assert join.of(protocol.RANK_STARTED) == [] and took < 30, took
+
+
+def test_a_port_the_hosts_firewall_drops_is_named_a_firewall_problem_with_address_and_port(studio_home,
+                                                                                            two_machines):
+    """The host's namespace drops incoming TCP to the store's port, as a firewall does: a policy-routing rule
+    (no iptables/nft here) sends it to a blackhole route before the local table is consulted."""
+    import signal
+    import time
+
+    (host_ns, join_ns), (host_link, _) = two_machines
+    port = 29600 + os.getpid() % 300
+    for step in (("rule", "add", "pref", "100", "lookup", "local"), ("rule", "del", "pref", "0"),
+                 ("rule", "add", "pref", "10", "iif", host_link, "ipproto", "tcp", "dport", str(port), "blackhole")):
+        done = _ip("-n", host_ns, *step)
+        if done.returncode != 0:
+            pytest.skip(f"cannot add a port rule in the namespace ('ip {' '.join(step)}' said: {done.stderr.strip()}; "
+                        "it needs policy routing with port selectors, Linux 4.17+)")
+    host = Node("host", "--nodes", "2", "--ranks-per-node", "1", "--port", str(port), "--join-timeout", "90",
+                prefix=("ip", "netns", "exec", host_ns))
+    join = None
+    try:
+        code = host.code()
+        host.wait_for("the store listening", lambda: any("waiting up to" in (e.get("line") or "")
+                                                         for e in host.of(protocol.LOG)), 60)
+        t0 = time.monotonic()
+        join = Node("join", code, "--join-timeout", "3", prefix=("ip", "netns", "exec", join_ns))
+        assert join.wait(60) == 2
+        took = time.monotonic() - t0
+        assert (f"could not reach the host at {SUBNET}.1:{port} within 3 s: blocked: TCP connections to "
+                f"{SUBNET}.1:{port} get no answer (timed out): a firewall on that machine or on the way drops them"
+                in join.stderr), join.stderr
+        assert f"Allow incoming TCP port {port} for DDP Studio's Python in the host's firewall" in join.stderr
+        assert join.stderr.count("ddpstudio: error:") == 1 and join.of(protocol.RANK_STARTED) == []
+        host.proc.send_signal(signal.SIGINT)
+        assert host.wait(30) == 2 and host.of(protocol.RANK_STARTED) == []
+        print(f"'ddpstudio join' named the dropped port {took:.1f} s after it started (join timeout 3 s)")
+    finally:
+        for node in (host, join):
+            if node is not None:
+                node.kill()
+
+
+def test_a_route_that_refuses_the_host_is_named_with_address_and_port(studio_home, two_machines):
+    from ddpstudio.core.nodes import joincode
+
+    (_, join_ns), _ = two_machines
+    done = _ip("-n", join_ns, "route", "add", "prohibit", f"{SUBNET}.1/32")
+    if done.returncode != 0:
+        pytest.skip(f"cannot add a prohibit route in the namespace: {done.stderr.strip()}")
+    code = joincode.encode(joincode.JoinCode((f"{SUBNET}.1",), 29512, "r-walled", 2, 1, joincode.new_token()))
+    join = Node("join", code, "--join-timeout", "2", prefix=("ip", "netns", "exec", join_ns))
+    assert join.wait(60) == 2
+    assert (f"could not reach the host at {SUBNET}.1:29512 within 2 s: blocked: TCP connections to {SUBNET}.1:29512 "
+            "are refused by a route or firewall rule (Permission denied)" in join.stderr), join.stderr

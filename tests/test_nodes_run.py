@@ -83,6 +83,11 @@ class Node:
             self.proc.wait(10)
 
 
+def _studio(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "ddpstudio", *args], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, **(env or {})})
+
+
 @pytest.fixture
 def nodes():
     started: list[Node] = []
@@ -113,6 +118,43 @@ def test_host_and_join_on_one_machine_train_together_and_finish(studio_home, nod
     for path in Path(studio_home).rglob("*"):
         if path.is_file():
             assert token not in path.read_text(errors="replace"), f"the token leaked into {path}"
+
+
+def test_two_nodes_of_two_ranks_each_make_one_world_of_four(studio_home, nodes):
+    host = nodes("host", "--nodes", "2", "--max-steps", "4", "--join-timeout", "60", *TRAIN, "--ranks-per-node", "2")
+    code = host.code()
+    join = nodes("join", code, "--join-timeout", "60")
+    assert host.wait(180) == 0, host.stderr
+    assert join.wait(60) == 0, join.stderr
+    # Global rank = node rank x ranks per node + local rank, as the launchers and the ranks' own groups see it.
+    assert sorted(e.rank for e in host.of(protocol.RANK_STARTED)) == [0, 1]
+    assert sorted(e.rank for e in join.of(protocol.RANK_STARTED)) == [2, 3]
+    for node, node_rank in ((host, 0), (join, 1)):
+        joined = sorted((e.rank, e.get("global_rank"), e.get("local_rank"), e.get("group_size"))
+                        for e in node.of(protocol.RANK_JOINED))
+        assert joined == [(node_rank * 2 + i, node_rank * 2 + i, i, 4) for i in (0, 1)], joined
+        [done] = node.of(protocol.RUN_FINISHED)
+        assert done.get("state") == protocol.FINISHED
+        [started] = node.of(protocol.RUN_STARTED)
+        assert started.get("world_size") == 4
+    losses = [e.get("loss") for e in host.of(protocol.GLOBAL_STEP)]
+    assert len(losses) == 4 and losses[-1] < losses[0], losses
+    for rank in (2, 3):  # the joining node's ranks trained every step
+        assert [e.get("step") for e in join.of(protocol.STEP) if e.rank == rank] == [1, 2, 3, 4]
+    # Each node's registry record is marked with its node rank, the host and the host's run id.
+    host_id = joincode.decode(code).run_id
+    records = {r.node_rank: r for r in registry.load_records()[0]}
+    assert sorted(records) == [0, 1] and records[0].run_id == host_id and records[1].run_id != host_id
+    for r in records.values():
+        assert (r.nodes, r.host_run_id, r.state) == (2, host_id, "finished")
+        assert r.host.endswith(" (127.0.0.1)") and r.host == records[0].host, r.host
+    # 'ddpstudio runs' lists the run once (both nodes ran here), and deleting it deletes both nodes' folders.
+    listed = json.loads(_studio("runs", "--json").stdout)["runs"]
+    assert [(e["run_id"], e["nodes"], e["node_ranks"], e["also"]) for e in listed] == \
+        [(host_id, 2, [0, 1], [records[1].run_dir])]
+    assert "host of 2 machines (nodes 0, 1 here)" in _studio("runs").stdout
+    assert _studio("runs", "delete", host_id).returncode == 0
+    assert list((Path(studio_home) / "runs").glob("*")) == [] and registry.load_records()[0] == []
 
 
 def test_wrong_token_and_other_versions_are_refused_before_any_rank_starts(studio_home, nodes):
@@ -178,3 +220,38 @@ def test_sigkill_of_the_host_launcher_stops_the_joining_node_naming_the_host(stu
     assert "connection to the host's store was lost" in summary, summary
     assert host.wait(30) == 1
     print(f"joining node stopped {took:.1f} s after SIGKILL of the host's launcher; root cause: {summary}")
+
+
+def test_a_joining_machine_killed_outright_leaves_nothing_stale_and_its_record_names_node_and_host(studio_home, nodes):
+    """Each node has its own data folder here (as on two machines). The joining node's front end is frozen and its
+    launcher killed -9, so nobody records the end: 'ddpstudio clean' there knows the run is dead (its record marked
+    with its node rank and the host), no rank of it is left, and it finds nothing stale on either machine."""
+    machine_b = Path(studio_home) / "machine-b"
+    machine_b.mkdir()
+    on_b = {"DDPSTUDIO_HOME": str(machine_b)}
+    host = nodes("host", "--nodes", "2", "--max-steps", "5000", "--join-timeout", "60", *TRAIN)
+    code = host.code()
+    join = nodes("join", code, "--join-timeout", "60", env=on_b)
+    host.wait_for("training on both nodes", lambda: len(host.of(protocol.GLOBAL_STEP)) >= 2, 180)
+    [started] = join.wait_for("the joining node's run", lambda: join.of(protocol.RUN_STARTED), 30)
+    join.proc.send_signal(signal.SIGSTOP)  # its front end cannot record the end
+    os.kill(int(started.get("launcher_pid")), signal.SIGKILL)
+    join.kill()
+    assert host.wait(40) == 1
+    found = json.loads(_studio("clean", "--dry-run", "--json", env=on_b).stdout)["findings"]
+    assert found["dead_runs"] == [started.get("run_id")] and found["orphans"] == [] and found["empty"], found
+    [record] = _records(machine_b)
+    assert (record["run_id"], record["state"], record["nodes"], record["node_rank"]) == \
+        (started.get("run_id"), "running", 2, 1), record
+    host_id = joincode.decode(code).run_id
+    assert record["host_run_id"] == host_id and record["host"].endswith(" (127.0.0.1)"), record
+    [host_record] = _records(Path(studio_home))
+    assert (host_record["run_id"], host_record["node_rank"], host_record["state"]) == (host_id, 0, "failed")
+    found = json.loads(_studio("clean", "--dry-run", "--json").stdout)["findings"]
+    assert found["empty"] and found["dead_runs"] == [], found
+    listed = _studio("runs", env=on_b).stdout
+    assert f"node 1 of 2 machines, host {record['host']}" in listed, listed
+
+
+def _records(home: Path) -> list[dict]:
+    return [json.loads(p.read_text()) for p in sorted((home / "registry").glob("*.json"))]

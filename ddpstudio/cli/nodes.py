@@ -7,6 +7,7 @@ import argparse
 import os
 import shutil
 import socket
+import sys
 
 from ddpstudio.cli.run import EXIT_BAD_INPUT
 
@@ -39,10 +40,57 @@ def launch_node(plan, spec, token: str, args: argparse.Namespace) -> int:
     from ddpstudio.cli.run import _launch
     from ddpstudio.core.launch.session import Session
     from ddpstudio.core.nodes.nodeplan import TOKEN_ENV
+    from ddpstudio.core.platform import current
 
+    # Asked on a terminal only (not with --json, nor when the code came on stdin: 'join -').
+    interactive = not args.json and sys.stdin.isatty() and getattr(args, "code", "") != "-"
+    offer_firewall_rules(current(), spec.port, interactive)
     node_file = spec.write(plan.run_dir)
     session = Session(plan, module=NODE_LAUNCHER, extra=(str(node_file),), env={**os.environ, TOKEN_ENV: token})
     code = _launch(plan, args, session=session)
     if code == EXIT_BAD_INPUT:  # refused before any rank: the run folder holds only what we wrote
         shutil.rmtree(plan.run_dir, ignore_errors=True)
     return code
+
+
+def offer_firewall_rules(platform, port: int, interactive: bool, programs: list[str] | None = None, *,
+                         present=None, add=None, ask=input, out=None) -> None:
+    """Windows, the first multi-machine run here: offer to add inbound rules for this install's Pythons
+    (one administrator prompt); when declined, not interactive or failed, print exactly what to allow.
+    Asked once per data folder (a marker file), and not at all when the rules are there already."""
+    import time
+
+    from ddpstudio.core import paths
+    from ddpstudio.core.nodes import firewall
+
+    if not platform.is_windows:
+        return
+    out = out or sys.stderr
+    marker = paths.data_dir() / firewall.OFFERED_FILE
+    if marker.exists():
+        return
+    programs = programs or firewall.node_programs(platform)
+    present = present or (lambda rule: firewall.present(rule, platform))
+    add = add or (lambda rules: firewall.add_elevated(rules, paths.data_dir(), platform))
+    missing = [r for r in firewall.rules(programs) if not present(r)]
+    if missing:
+        print("This is the first run over several machines here: Windows Defender Firewall must let DDP Studio's "
+              "Python accept connections from the other machines.", file=out)
+        if not interactive:
+            why = "no terminal to ask in"
+        elif ask("Add the firewall rules now (Windows asks for an administrator's approval)? [y/N] ").strip().lower() \
+                in ("y", "yes"):
+            why = add(missing)
+        else:
+            why = "you chose not to add them"
+        deadline = time.monotonic() + 30  # the elevated netsh runs on its own
+        while why is None and any(not present(r) for r in missing):
+            if time.monotonic() > deadline:
+                why = "netsh did not add them within 30 s"
+            time.sleep(0.5)
+        if why is None:
+            print(f"added {len(missing)} firewall rule(s): {', '.join(r.name for r in missing)}", file=out)
+        else:
+            print(f"The firewall rules were not added ({why}). " + firewall.advice(programs, port), file=out)
+    paths.data_dir().mkdir(parents=True, exist_ok=True)
+    marker.write_text("asked about the firewall rules for multi-machine runs\n", encoding="utf-8")

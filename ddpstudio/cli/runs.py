@@ -45,11 +45,11 @@ def _row(e) -> list[str]:
     kind = "bench" if e.origin == "bench" else ""
     return [e.run_id, time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(e.started)),
             format_eta(e.duration_s) if e.duration_s is not None else "-", protocol.outcome_text(e.state) + (f" ({kind})" if kind else ""),
-            e.what, str(e.world_size), e.backend, _num(e.final_loss, ".4f"), best,
+            e.what, str(e.world_size), e.machines_text or "1", e.backend, _num(e.final_loss, ".4f"), best,
             _num(e.mean_samples_per_s, ".1f"), format_size(e.size_bytes)]
 
 
-HEADINGS = ["run", "started", "duration", "state", "what", "ranks", "backend", "final loss", "best eval",
+HEADINGS = ["run", "started", "duration", "state", "what", "ranks", "machines", "backend", "final loss", "best eval",
             "samples/s", "disk"]
 
 

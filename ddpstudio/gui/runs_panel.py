@@ -102,7 +102,8 @@ class RunsPanel(QWidget):
             kind = "benchmark" if run.origin == "bench" else "training"
             item = QTreeWidgetItem([time.strftime("%Y-%m-%d %H:%M", time.localtime(run.started)),
                                     protocol.outcome_text(run.state), kind,
-                                    run.what, str(run.world_size), duration, loss, rate,
+                                    f"{run.what}, {run.machines_text}" if run.machines_text else run.what,
+                                    str(run.world_size), duration, loss, rate,
                                     format_size(run.size_bytes)])
             item.setData(0, Qt.ItemDataRole.UserRole, run.run_dir)
             item.setToolTip(0, run.run_id)

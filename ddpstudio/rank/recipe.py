@@ -70,7 +70,8 @@ class Trainer:
 
             settle_at_exit()  # no abort at exit after a last all-reduce (rank/gloo_exit.py)
         self.emit.emit(protocol.RANK_JOINED, pid=os.getpid(), device=str(self.device),
-                       grad_exchange=self.plan.grad_exchange, grad_compression=self.plan.grad_compression)
+                       grad_exchange=self.plan.grad_exchange, grad_compression=self.plan.grad_compression,
+                       global_rank=dist.get_rank(), local_rank=self.local_rank, group_size=dist.get_world_size())
         spec = self.spec
         torch.manual_seed(spec.seed)
         splits = build_splits(spec)

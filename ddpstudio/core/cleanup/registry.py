@@ -49,10 +49,20 @@ class RunRecord:
     state: str = RUNNING
     ended: float | None = None
     note: str | None = None
+    # A run over several machines has one record on each (docs/multi-machine.md): this machine's node rank,
+    # the host machine ("hostname (address)") and the run's id on the host, the same on every machine.
+    nodes: int = 1
+    node_rank: int = 0
+    host: str | None = None
+    host_run_id: str | None = None
 
     @property
     def ended_state(self) -> bool:
         return self.state in ENDED_STATES
+
+    @property
+    def multi_machine(self) -> bool:
+        return self.nodes > 1
 
     def to_dict(self) -> dict[str, Any]:
         return {"version": SCHEMA_VERSION, **asdict(self)}
@@ -70,7 +80,9 @@ class RunRecord:
                 launcher_pid=int(raw["launcher_pid"]), launcher_create_time=_time(raw.get("launcher_create_time")),
                 started=float(raw["started"]), ranks=ranks, store_path=raw.get("store_path"),
                 store_is_fixed=bool(raw.get("store_is_fixed")), port=raw.get("port"),
-                state=str(raw.get("state", RUNNING)), ended=_time(raw.get("ended")), note=raw.get("note"))
+                state=str(raw.get("state", RUNNING)), ended=_time(raw.get("ended")), note=raw.get("note"),
+                nodes=int(raw.get("nodes") or 1), node_rank=int(raw.get("node_rank") or 0),
+                host=_text(raw.get("host")), host_run_id=_text(raw.get("host_run_id")))
         except KeyError as exc:
             raise ValueError(f"missing field {exc.args[0]!r}") from None
         except (TypeError, ValueError) as exc:
@@ -96,6 +108,10 @@ def _time(value: Any) -> float | None:
     return None if value is None else float(value)
 
 
+def _text(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
 def record_path(run_id: str) -> Path:
     return paths.registry_dir() / f"{run_id}.json"
 
@@ -118,12 +134,15 @@ def write_record(record: RunRecord) -> Path:
 def record_start(run_id: str, *, run_dir: str, launcher_pid: int, launcher_create_time: float | None,
                  ranks: list[RankRecord] | None = None, store_path: str | None = None,
                  store_is_fixed: bool = False, port: int | None = None,
-                 started: float | None = None) -> RunRecord:
-    """Record a run as running (again after each spawned rank: the record grows with the run)."""
+                 started: float | None = None, nodes: int = 1, node_rank: int = 0, host: str | None = None,
+                 host_run_id: str | None = None) -> RunRecord:
+    """Record a run as running (again after each spawned rank: the record grows with the run).
+    ``nodes``..``host_run_id``: this machine's part of a multi-machine run (see :class:`RunRecord`)."""
     record = RunRecord(run_id=run_id, run_dir=str(run_dir), launcher_pid=launcher_pid,
                        launcher_create_time=launcher_create_time,
                        started=time.time() if started is None else started, ranks=list(ranks or []),
-                       store_path=store_path, store_is_fixed=store_is_fixed, port=port)
+                       store_path=store_path, store_is_fixed=store_is_fixed, port=port, nodes=nodes,
+                       node_rank=node_rank, host=host, host_run_id=host_run_id)
     write_record(record)
     return record
 

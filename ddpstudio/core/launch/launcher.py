@@ -211,10 +211,14 @@ class Launcher:
             registry.record_start(p.run_id, run_dir=p.run_dir, launcher_pid=me,
                                   launcher_create_time=self._launcher_created, ranks=ranks,
                                   store_path=p.store_path, store_is_fixed=p.store_is_fixed, port=p.master_port,
-                                  started=self.t0)
+                                  started=self.t0, **self.record_fields())
         except OSError as exc:
             self.emit(protocol.make_event(protocol.WARNING, message=f"could not record the run in the registry "
                                           f"({exc}); 'ddpstudio clean' will not know its processes"))
+
+    def record_fields(self) -> dict:
+        """More fields for the run's registry record (the node launcher's: node rank and host)."""
+        return {}
 
     def _disk_trouble(self, problem: DiskProblem | None) -> None:
         """A full or read-only run folder ends the run as failed, with the disk as the root cause."""

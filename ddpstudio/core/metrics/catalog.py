@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +53,23 @@ class RunEntry:
     mean_samples_per_s: float | None
     size_bytes: int
     lr: float | None = None  # the learning rate the ranks used (scaled, when asked)
+    # A run over several machines (its registry record, docs/multi-machine.md): one entry per run even where
+    # several of its nodes ran on this machine (``node_ranks``: theirs here, ``also``: the others' folders).
+    nodes: int = 1
+    node_ranks: tuple[int, ...] = (0,)
+    host: str | None = None
+    host_run_id: str | None = None
+    also: tuple[str, ...] = ()
+
+    @property
+    def machines_text(self) -> str:
+        """"" on one machine; "host of 2 machines", "node 1 of 2 machines, host ws-a (192.168.1.20)"."""
+        if self.nodes <= 1:
+            return ""
+        if 0 in self.node_ranks:
+            here = f" (nodes {', '.join(map(str, self.node_ranks))} here)" if len(self.node_ranks) > 1 else ""
+            return f"host of {self.nodes} machines{here}"
+        return f"node {self.node_ranks[0]} of {self.nodes} machines, host {self.host or '?'}"
 
     @property
     def live(self) -> bool:
@@ -124,8 +141,9 @@ def live_ids() -> dict[str, int]:
             if table.alive(r.launcher_pid, r.launcher_create_time) is not None}
 
 
-def entry(folder: Path, live: dict[str, int] | None = None) -> RunEntry | None:
-    """The facts of one run folder; None when it is not one."""
+def entry(folder: Path, live: dict[str, int] | None = None,
+          records: dict[str, registry.RunRecord] | None = None) -> RunEntry | None:
+    """The facts of one run folder; None when it is not one. ``records``: the registry by run id."""
     run = RunDir.at(folder)
     try:
         plan = Plan.read(run.plan)
@@ -143,7 +161,39 @@ def entry(folder: Path, live: dict[str, int] | None = None) -> RunEntry | None:
     return RunEntry(plan.run_id, str(folder), started, duration, state, getattr(plan, "origin", "run"),
                     describe(plan), result.get("world_size") or plan.world_size, plan.backend, plan.device,
                     plan.recipe.batch_size if plan.recipe else None, plan.effective_batch,
-                    final_loss(history), best_eval(history), mean_rate(history), folder_size(folder), plan.lr)
+                    final_loss(history), best_eval(history), mean_rate(history), folder_size(folder), plan.lr,
+                    **_machines(plan, (records if records is not None else _records()).get(plan.run_id)))
+
+
+def _records() -> dict[str, registry.RunRecord]:
+    return {r.run_id: r for r in registry.load_records()[0]}
+
+
+def _machines(plan: Plan, record: registry.RunRecord | None) -> dict[str, Any]:
+    nodes = max(1, getattr(plan, "nodes", 1))
+    if nodes == 1:
+        return {}
+    own = plan.run_id if plan.node_rank == 0 else None
+    return {"nodes": nodes, "node_ranks": (plan.node_rank,), "host": record.host if record else None,
+            "host_run_id": (record.host_run_id if record else None) or own}
+
+
+def one_per_run(entries: list[RunEntry]) -> list[RunEntry]:
+    """Nodes of one multi-machine run that ran on this machine (a test, or a host that also joined) as one
+    entry: the lowest node's, with the others' node ranks and folders (and their disk use) added."""
+    groups: dict[str, list[RunEntry]] = {}
+    for e in entries:
+        if e.nodes > 1 and e.host_run_id:
+            groups.setdefault(e.host_run_id, []).append(e)
+    merged = {}
+    for group in groups.values():
+        group.sort(key=lambda e: e.node_ranks[0])
+        first, rest = group[0], group[1:]
+        merged[first.run_dir] = replace(first, node_ranks=tuple(e.node_ranks[0] for e in group),
+                                        also=tuple(e.run_dir for e in rest),
+                                        size_bytes=sum(e.size_bytes for e in group))
+        merged.update({e.run_dir: None for e in rest})
+    return [merged.get(e.run_dir, e) for e in entries if merged.get(e.run_dir, e) is not None]
 
 
 def list_entries(runs_dir: Path | None = None) -> list[RunEntry]:
@@ -153,10 +203,10 @@ def list_entries(runs_dir: Path | None = None) -> list[RunEntry]:
         folders = [p for p in root.iterdir() if p.is_dir()]
     except OSError:
         return []
-    live = live_ids()
-    found = [e for e in (entry(p, live) for p in folders) if e is not None]
+    live, records = live_ids(), _records()
+    found = [e for e in (entry(p, live, records) for p in folders) if e is not None]
     found.sort(key=lambda e: e.started, reverse=True)
-    return found
+    return one_per_run(found)
 
 
 def previous_of(entries: list[RunEntry], run_dir: str) -> RunEntry | None:
@@ -166,6 +216,14 @@ def previous_of(entries: list[RunEntry], run_dir: str) -> RunEntry | None:
         return None
     earlier = [e for e in entries if e.origin == "run" and e.what == this.what and e.started < this.started]
     return max(earlier, key=lambda e: e.started, default=None)
+
+
+def _same_run(run_ids: list[str], root: Path) -> list[str]:
+    """The other nodes on this machine of the multi-machine runs among ``run_ids`` (deleted with them)."""
+    records = registry.load_records()[0]
+    groups = {r.host_run_id for r in records if r.run_id in run_ids and r.multi_machine and r.host_run_id}
+    return [r.run_id for r in records if r.host_run_id in groups and r.run_id not in run_ids
+            and (root / r.run_id / "plan.json").is_file()]
 
 
 class RunsError(Exception):
@@ -184,7 +242,7 @@ def delete_runs(run_ids: list[str], runs_dir: Path | None = None) -> list[str]:
     root = runs_dir or paths.runs_dir()
     live = live_ids()
     folders = []
-    for run_id in dict.fromkeys(run_ids):
+    for run_id in dict.fromkeys([*run_ids, *_same_run(run_ids, root)]):
         folder = root / run_id
         if not run_id or Path(run_id).name != run_id or not (folder / "plan.json").is_file():
             raise RunsError(f"no run named {run_id!r} in {root}; 'ddpstudio runs' lists them")

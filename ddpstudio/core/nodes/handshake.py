@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import json
 import secrets
-import socket
 import time
 from dataclasses import dataclass
 from typing import Callable
 
+from ddpstudio.core.nodes import reach
 from ddpstudio.core.nodes import store as keys
 from ddpstudio.core.nodes.facts import NodeFacts, mismatch
 
@@ -24,7 +24,14 @@ POLL_S = 0.1
 
 
 class Refused(Exception):
-    """This node may not join (or the host gave up); the message says why, for the user."""
+    """This node may not join (or the host gave up); the message says why, for the user.
+
+    ``blocked``: the host could not connect back to this node (a firewall here, most likely).
+    """
+
+    def __init__(self, message: str, blocked: bool = False) -> None:
+        super().__init__(message)
+        self.blocked = blocked
 
 
 @dataclass(frozen=True)
@@ -52,13 +59,14 @@ def reach_back(address: str, port: int, timeout_s: float = 3.0) -> str | None:
     node -> host. The probe listens in the joining node's own Python, so a
     firewall that blocks that program's incoming connections blocks this too.
     """
-    try:
-        socket.create_connection((address, port), timeout=timeout_s).close()
+    failure = reach.check(address, port, timeout_s)
+    if failure is None:
         return None
-    except OSError as exc:
-        return (f"the host cannot open a TCP connection to this machine at {address}:{port} "
-                f"({exc.strerror or exc}): Gloo connects in both directions, so allow incoming connections "
-                "for DDP Studio's Python in this machine's firewall (docs/multi-machine.md)")
+    how = {reach.Blocked.DROPPED: ": dropped, as a firewall does",
+           reach.Blocked.NO_ROUTE: ": a route or firewall rule refuses it"}.get(failure.kind, "")
+    return (f"the host cannot open a TCP connection to this machine at {address}:{port} "
+            f"({failure.detail}{how}): Gloo connects in both directions, so allow incoming connections "
+            "for DDP Studio's Python in this machine's firewall (docs/multi-machine.md)")
 
 
 def host_wait(store, token: str, host: NodeFacts, timeout_s: float, stopped: Callable[[], bool],
@@ -87,14 +95,16 @@ def host_wait(store, token: str, host: NodeFacts, timeout_s: float, stopped: Cal
         label = str(request.get("label") or "an unnamed machine")
         reason = judge(token, host, request)
         probe = request.get("probe")
+        blocked = False
         if reason is None and isinstance(probe, list) and len(probe) == 2:
             reason = reach(str(probe[0]), int(probe[1]))
+            blocked = reason is not None
         if reason is None:
             joined.append(Joined(len(joined) + 1, label))
             store.set(keys.verdict_key(ticket), json.dumps({"ok": True, "node_rank": len(joined)}))
             say("joined", f"node {len(joined)} joined: {label}")
         else:
-            store.set(keys.verdict_key(ticket), json.dumps({"ok": False, "reason": reason}))
+            store.set(keys.verdict_key(ticket), json.dumps({"ok": False, "reason": reason, "blocked": blocked}))
             say("refused", f"refused a join from {label}: {reason}")
         ticket += 1
     return joined
@@ -126,7 +136,8 @@ def join(store, token: str, facts: NodeFacts, label: str, timeout_s: float,
                       "the run already has all its nodes (it started without this one); nothing was started")
     verdict = _json(store.get(keys.verdict_key(ticket)))
     if not verdict.get("ok"):
-        raise Refused(f"the host refused this node: {verdict.get('reason', 'no reason given')}; nothing was started")
+        raise Refused(f"the host refused this node: {verdict.get('reason', 'no reason given')}; nothing was started",
+                      blocked=bool(verdict.get("blocked")))
     _first_of(store, [keys.START_KEY], timeout_s, "start the run", stopped)
     start = _json(store.get(keys.START_KEY))
     if "cancelled" in start:

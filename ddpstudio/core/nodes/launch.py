@@ -22,7 +22,7 @@ from ddpstudio.core import protocol
 from ddpstudio.core.launch.launcher import Launcher, listen_for_stop, refuse, run
 from ddpstudio.core.launch.planfile import PlanError, read_plan
 from ddpstudio.core.launch.rootcause import RankFailure
-from ddpstudio.core.nodes import handshake
+from ddpstudio.core.nodes import firewall, handshake
 from ddpstudio.core.nodes.facts import local_facts
 from ddpstudio.core.nodes.link import News, NewsKind, NodeLink
 from ddpstudio.core.nodes.nodeplan import TOKEN_ENV, NodeRole, NodeSpec, joined_plan, shared_part
@@ -58,6 +58,8 @@ class NodeLauncher(Launcher):
         self.store = None
         self.link: NodeLink | None = None
         self._published = False
+        self.host_label = spec.label if spec.role is NodeRole.HOST else spec.address
+        self.host_run_id = plan.run_id if spec.role is NodeRole.HOST else spec.host_run_id
 
     # -- before any rank -----------------------------------------------------
     def rendezvous(self, token: str) -> None:
@@ -82,7 +84,14 @@ class NodeLauncher(Launcher):
             labels = {int(k): v for k, v in start.get("labels", {}).items()}
             self._say(f"joined as node {node_rank} of {spec.nodes}: {_span(self.plan.local_ranks())} of "
                       f"{self.plan.world_size}")
+            self.host_run_id = str(start["plan"].get("host_run_id") or spec.host_run_id)
+        self.host_label = labels.get(0, spec.address)
         self.link = NodeLink(self.store, self.plan.node_rank, spec.nodes, labels)
+
+    def record_fields(self) -> dict:
+        """This machine's record of the run: its node rank, the host and the host's run id (one run on all)."""
+        return {"nodes": self.spec.nodes, "node_rank": self.plan.node_rank, "host": self.host_label,
+                "host_run_id": self.host_run_id}
 
     def _say(self, line: str, warn: bool = False) -> None:
         if warn:
@@ -208,7 +217,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         launcher.rendezvous(token)
     except (handshake.Refused, StoreError) as exc:
-        return refuse(str(exc))
+        code = refuse(str(exc))
+        advice = firewall.advice_after(exc, launcher.platform, spec.port)  # Windows, a firewall the likely cause
+        if advice:
+            print(advice, file=sys.stderr, flush=True)
+        return code
     except (RuntimeError, OSError, KeyError, ValueError) as exc:  # the host vanished mid-handshake, say
         return refuse(f"the handshake with the host failed ({type(exc).__name__}: {exc}); nothing was started")
     code = run(launcher)

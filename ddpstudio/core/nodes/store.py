@@ -13,6 +13,7 @@ import time
 from datetime import timedelta
 from typing import Callable
 
+from ddpstudio.core.nodes import reach
 from ddpstudio.core.platform import Platform
 
 PREFIX = "ddpstudio/"
@@ -42,7 +43,15 @@ def news_key(node: int) -> str:
 
 
 class StoreError(RuntimeError):
-    """The store could not be opened or reached; the message names the address and port."""
+    """The store could not be opened or reached; the message names the address and port.
+
+    ``failure``: how a connection to it failed when that points at a firewall or a route
+    (:mod:`reach`), else None.
+    """
+
+    def __init__(self, message: str, failure=None) -> None:
+        super().__init__(message)
+        self.failure = failure
 
 
 def open_host_store(address: str, port: int, platform: Platform, timeout_s: float = 30.0):
@@ -90,6 +99,11 @@ def connect(address: str, port: int, timeout_s: float, stopped: Callable[[], boo
             if time.monotonic() < deadline:
                 continue
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        failure = reach.check(address, port)
+        if failure is not None and failure.kind is not reach.Blocked.REFUSED:
+            raise StoreError(f"could not reach the host at {address}:{port} within {timeout_s:g} s: blocked: "
+                             f"{failure.explain()}. Allow incoming TCP port {port} for DDP Studio's Python in the "
+                             "host's firewall, and check the route to the host (docs/multi-machine.md)", failure)
         raise StoreError(f"could not reach the host at {address}:{port} within {timeout_s:g} s ({first}); check "
                          "that the host is still waiting for nodes, that this machine can reach that address, "
                          f"and that no firewall blocks TCP port {port} on the host")
