@@ -1,0 +1,98 @@
+"""The window's multi-machine flow (issue 13) against a real CLI node over loopback: the window hosts and
+'ddpstudio join' joins with the code copied from the window; 'ddpstudio host' hosts and the window's Join
+dialog joins, after refusing a bad paste and being refused by the host for a wrong token."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from dataclasses import replace
+
+import pytest
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QGuiApplication
+
+from ddpstudio.core import protocol
+from ddpstudio.core.nodes import joincode
+from ddpstudio.gui.form_state import SetupState
+from tests.test_gui_window import RUN_TIMEOUT_MS, assert_nothing_left, open_window  # noqa: F401 (fixture)
+from tests.test_nodes_run import Node
+
+pytestmark = [pytest.mark.gui, pytest.mark.slow,
+              pytest.mark.posix_only("the loopback adapter is named 'lo'")]
+TINY = SetupState(batch_size=8, image_size=32, max_steps=4)
+LEFT = Qt.MouseButton.LeftButton
+
+
+def test_window_hosts_and_a_cli_node_joins_with_the_copied_code(qtbot, open_window, studio_home):
+    window = open_window(TINY)
+    qtbot.waitUntil(window.node_flow.host_action.isEnabled)
+    dialog = window.node_flow.open_host()
+    dialog.ranks.setValue(1)
+    dialog.adapter.setCurrentIndex(dialog.adapter.findData("lo"))
+    with qtbot.waitSignal(window.controller.join_code_received, timeout=RUN_TIMEOUT_MS):
+        qtbot.mouseClick(dialog.host_button, LEFT)
+    assert not window.node_flow.host_action.isEnabled() and not window.node_flow.join_action.isEnabled()
+    panel = window.node_flow.panel
+    qtbot.mouseClick(panel.copy_button, LEFT)
+    code_text = QGuiApplication.clipboard().text()
+    code = joincode.decode(code_text)
+    said = panel.text()
+    assert panel.isVisible() and "Waiting for 1 machine to join" in said
+    assert f"127.0.0.1 port {code.port}" in said and "lo 127.0.0.1" in said and "--ifname" in said  # the reason
+    assert "2 machines × 1 rank = 2 ranks" in said and joincode.mask(code.token) in said
+    assert code.token not in said and panel.code_edit.echoMode() == panel.code_edit.EchoMode.Password
+    joiner = subprocess.Popen([sys.executable, "-m", "ddpstudio", "join", "-", "--join-timeout", "60"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    with qtbot.waitSignal(window.controller.run_finished, timeout=RUN_TIMEOUT_MS) as finished:
+        joiner.stdin.write(code_text + "\n")
+        joiner.stdin.close()
+    out = joiner.stdout.read()
+    assert joiner.wait(60) == 0, out
+    assert finished.args[0].get("state") == protocol.FINISHED
+    assert window.progress.state_name == "finished" and panel.state.text() == "Finished"
+    assert window.metrics.step == 4 and not window.error_panel.isVisible()
+    assert window.node_flow.host_action.isEnabled()
+    assert_nothing_left(qtbot, studio_home)
+
+
+def test_join_dialog_checks_the_paste_is_refused_for_a_wrong_token_then_joins(qtbot, open_window, studio_home):
+    window = open_window()
+    flow = window.node_flow
+    dialog = flow.open_join()
+    assert not dialog.join_button.isEnabled() and dialog.message.text() == ""
+    dialog.paste.setPlainText("hello")
+    assert "not a DDP Studio join code" in dialog.message.text() and not dialog.join_button.isEnabled()
+    host = Node("host", "--nodes", "2", "--max-steps", "4", "--batch-size", "8", "--image-size", "32",
+                "--ranks-per-node", "1", "--ifname", "lo", "--join-timeout", "120")
+    try:
+        code_text = host.code()
+        typo = "A" if code_text[20] != "A" else "B"
+        dialog.paste.setPlainText(code_text[:20] + typo + code_text[21:])  # one character mistyped
+        assert "incomplete or mistyped" in dialog.message.text() and not dialog.join_button.isEnabled()
+        code = joincode.decode(code_text)
+        # The host's code with another token: the host refuses it before any rank starts.
+        dialog.paste.setPlainText(joincode.encode(replace(code, token="x" * len(code.token))))
+        assert dialog.join_button.isEnabled()
+        with qtbot.waitSignal(window.controller.run_finished, timeout=RUN_TIMEOUT_MS) as refused:
+            qtbot.mouseClick(dialog.join_button, LEFT)
+        assert refused.args[0].get("state") == protocol.FAILED and window.controller.exit_code == 2
+        panel = window.error_panel.text()
+        assert "Could not join the run: nothing was started" in panel and "wrong token" in panel, panel
+        assert not window.controller.pids and flow.join_action.isEnabled()
+
+        dialog = flow.open_join()
+        dialog.paste.setPlainText(" " + code_text[:40] + "\n" + code_text[40:])  # a chat window's line break
+        preview = dialog.message.text()
+        assert f"127.0.0.1 port {code.port}" in preview and "2 machines × 1 rank = 2 ranks" in preview
+        assert joincode.mask(code.token) in preview and code.token not in preview
+        with qtbot.waitSignal(window.controller.run_finished, timeout=RUN_TIMEOUT_MS) as finished:
+            qtbot.mouseClick(dialog.join_button, LEFT)
+        assert finished.args[0].get("state") == protocol.FINISHED, window.error_panel.text()
+        assert host.wait(60) == 0, host.stderr
+        assert window.progress.state_name == "finished" and flow.panel.isVisible()
+        assert [e.rank for e in host.of(protocol.RANK_STARTED)] == [0]
+        assert set(window.metrics.loss) == {1} and window.metrics.joined == {1}  # the window ran global rank 1
+    finally:
+        host.kill()
+    assert_nothing_left(qtbot, studio_home)
