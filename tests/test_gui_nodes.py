@@ -39,7 +39,9 @@ def test_window_hosts_and_a_cli_node_joins_with_the_copied_code(qtbot, open_wind
     code = joincode.decode(code_text)
     said = panel.text()
     assert panel.isVisible() and "Waiting for 1 machine to join" in said
-    assert f"127.0.0.1 port {code.port}" in said and "lo 127.0.0.1" in said and "--ifname" in said  # the reason
+    assert f"127.0.0.1 port {code.port}" in said and "lo (127.0.0.1): chosen" in said  # the adapter's reason
+    decisions = window.machine_panel.decisions.text()  # the host's plan now, not the form's one-machine plan
+    assert "2 machines x 1 ranks = 2 ranks" in decisions and "network adapter lo" in decisions, decisions
     assert "2 machines × 1 rank = 2 ranks" in said and joincode.mask(code.token) in said
     assert code.token not in said and panel.code_edit.echoMode() == panel.code_edit.EchoMode.Password
     joiner = subprocess.Popen([sys.executable, "-m", "ddpstudio", "join", "-", "--join-timeout", "60"],
@@ -52,6 +54,7 @@ def test_window_hosts_and_a_cli_node_joins_with_the_copied_code(qtbot, open_wind
     assert finished.args[0].get("state") == protocol.FINISHED
     assert window.progress.state_name == "finished" and panel.state.text() == "Finished"
     assert window.metrics.step == 4 and not window.error_panel.isVisible()
+    assert "2 machines × 1 rank = 2 ranks; meets at 127.0.0.1" in panel.text() and not panel.code_row.isVisible()
     assert window.node_flow.host_action.isEnabled()
     assert_nothing_left(qtbot, studio_home)
 

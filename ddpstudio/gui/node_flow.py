@@ -46,6 +46,7 @@ class NodeFlow(QObject):
         menu.addAction(self.join_action)
         c = w.controller
         c.join_code_received.connect(self._on_join_code)
+        c.run_started.connect(self._on_run_started)
         c.run_state_changed.connect(self._on_state)
         c.run_finished.connect(self._on_finished)  # after the window's own slot: the last word on the panel
         w.bench.active_changed.connect(self.update_actions)
@@ -121,6 +122,18 @@ class NodeFlow(QObject):
             self.window.log_view.append(None, "studio", f"the host's join code cannot be read: {exc}")
             return
         self.panel.show_host(text, code, str(ev.get("adapter") or ""), str(ev.get("adapter_reason") or ""))
+        self._show_reasons(ev)
+
+    @Slot(object)
+    def _on_run_started(self, ev: protocol.Event) -> None:
+        if self.mode:
+            self._show_reasons(ev)
+
+    def _show_reasons(self, ev: protocol.Event) -> None:
+        """The machine panel tells the multi-machine run's decisions, not the form's one-machine plan."""
+        reasons = ev.get("reasons")
+        if isinstance(reasons, list):
+            self.window.machine_panel.show_reasons([str(r) for r in reasons])
 
     @Slot(str)
     def _on_state(self, state: str) -> None:
@@ -134,6 +147,9 @@ class NodeFlow(QObject):
     @Slot(object)
     def _on_finished(self, ev: protocol.Event) -> None:
         mode, self.mode = self.mode, ""
+        if mode:
+            latest = self.window.check.latest
+            self.window.machine_panel.set_plan(latest.plan if latest is not None else None)
         if mode and self.window.controller.exit_code == EXIT_REFUSED:
             summary = str(ev.get("summary") or "no error message")
             self.window.error_panel.show_failure(TITLES[mode], summary, hints=hints_for(summary))

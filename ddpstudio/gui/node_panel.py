@@ -34,6 +34,7 @@ class NodePanel(QFrame):
         self.setObjectName("nodePanel")
         self.setStyleSheet(PANEL_STYLE)
         self.setAccessibleName("Multi-machine run")
+        self.brief = ""  # one line for the panel once training runs
         self.code = ""  # the whole join code (holds the token): only the clipboard and the Show button see it
         self.title = QLabel()
         font = self.title.font()
@@ -78,12 +79,15 @@ class NodePanel(QFrame):
         self.title.setText(f"Hosting run {code.run_id} on {code.nodes} machines")
         others = f" (also {', '.join(code.addresses[1:])})" if len(code.addresses) > 1 else ""
         self._details([("Meets at", f"{code.addresses[0]} port {code.port}{others}"),
-                       ("Network adapter", f"{adapter} {code.addresses[0]}: {reason}" if adapter else reason),
+                       ("Network adapter", reason or adapter),
                        ("Layout", layout_text(code)),
                        ("Token", f"{mask(code.token)}, in the code only; share the code only with this run's machines"),
                        ("On each other machine", "Run ▸ Join a run… and paste the code, or "
                                                  "<code>ddpstudio join -</code> and paste it on stdin")])
         self.code_row.show()
+        self.details.show()
+        self.brief = (f"{layout_text(code)}; meets at {code.addresses[0]}:{code.port} through "
+                      f"{adapter or code.addresses[0]}")
         self.set_waiting(code.nodes - 1)
         self.show()
 
@@ -94,6 +98,8 @@ class NodePanel(QFrame):
         self.title.setText(f"Joining run {code.run_id}")
         self._details([("Host", f"{', '.join(code.addresses)} port {code.port}"), ("Layout", layout_text(code)),
                        ("Token", mask(code.token))])
+        self.details.show()
+        self.brief = f"{layout_text(code)}; hosted at {code.addresses[0]}:{code.port}"
         self.state.setText("Asking the host to join…")
         self.show()
 
@@ -102,8 +108,10 @@ class NodePanel(QFrame):
 
     def set_run_state(self, state: str) -> None:
         """The run's state once every machine is in (or it ended)."""
-        if state == "running":
+        if state == "running":  # the code has done its job: the plots get the room
             self.state.setText("All machines joined: training")
+            self.code_row.hide()
+            self.details.setText(escape(self.brief))
         elif state in STATE_TEXT and state != "starting":
             self.state.setText(STATE_TEXT[state])
 
