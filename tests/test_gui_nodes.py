@@ -18,12 +18,18 @@ from ddpstudio.gui.form_state import SetupState
 from tests.test_gui_window import RUN_TIMEOUT_MS, assert_nothing_left, open_window  # noqa: F401 (fixture)
 from tests.test_nodes_run import Node
 
-pytestmark = [pytest.mark.gui, pytest.mark.slow,
-              pytest.mark.posix_only("the loopback adapter is named 'lo'")]
+pytestmark = pytest.mark.gui
+
+
+def real_nodes(test):
+    """Real host and join processes over the loopback adapter."""
+    return pytest.mark.slow(pytest.mark.posix_only("the loopback adapter is named 'lo'")(test))
+
 TINY = SetupState(batch_size=8, image_size=32, max_steps=4)
 LEFT = Qt.MouseButton.LeftButton
 
 
+@real_nodes
 def test_window_hosts_and_a_cli_node_joins_with_the_copied_code(qtbot, open_window, studio_home):
     window = open_window(TINY)
     qtbot.waitUntil(window.node_flow.host_action.isEnabled)
@@ -59,6 +65,7 @@ def test_window_hosts_and_a_cli_node_joins_with_the_copied_code(qtbot, open_wind
     assert_nothing_left(qtbot, studio_home)
 
 
+@real_nodes
 def test_join_dialog_checks_the_paste_is_refused_for_a_wrong_token_then_joins(qtbot, open_window, studio_home):
     window = open_window()
     flow = window.node_flow
@@ -99,3 +106,37 @@ def test_join_dialog_checks_the_paste_is_refused_for_a_wrong_token_then_joins(qt
     finally:
         host.kill()
     assert_nothing_left(qtbot, studio_home)
+
+
+@real_nodes
+def test_stop_while_the_host_waits_ends_stopped_with_nothing_left(qtbot, open_window, studio_home):
+    window = open_window(TINY)
+    dialog = window.node_flow.open_host()
+    dialog.adapter.setCurrentIndex(dialog.adapter.findData("lo"))
+    with qtbot.waitSignal(window.controller.join_code_received, timeout=RUN_TIMEOUT_MS):
+        qtbot.mouseClick(dialog.host_button, LEFT)
+    qtbot.waitUntil(lambda: any("waiting up to" in e[2] for e in window.log_view.lines),  # the store is up
+                    timeout=RUN_TIMEOUT_MS)
+    with qtbot.waitSignal(window.controller.run_finished, timeout=30_000) as finished:
+        qtbot.mouseClick(window.stop_button, LEFT)
+    assert finished.args[0].get("state") == protocol.STOPPED and window.progress.state_name == "stopped"
+    assert not window.error_panel.isVisible() and window.node_flow.panel.state.text() == "Stopped"
+    assert_nothing_left(qtbot, studio_home)
+
+
+def test_the_commands_carry_the_form_without_its_one_machine_fields_and_never_the_code():
+    from ddpstudio.cli.main import _parser
+    from ddpstudio.core.platform import current
+    from ddpstudio.gui.node_commands import HostRequest, host_command, join_command
+
+    state = replace(TINY, world_size=3, store="tcp", port=5000, model="resnet34")
+    host = host_command(state, HostRequest(nodes=3, ifname="eth1", join_timeout=60), current())
+    assert host[1:4] == ["-m", "ddpstudio", "host"] and host[-2:] == ["--json", "--stdin-control"]
+    args = _parser().parse_args(host[3:])  # what 'ddpstudio host' will read
+    assert (args.nodes, args.ranks_per_node, args.ifname, args.join_timeout) == (3, "auto", "eth1", 60.0)
+    assert (args.model, args.max_steps, args.batch_size, args.stdin_control) == ("resnet34", 4, 8, True)
+    assert args.world_size is None and args.store != "tcp" and args.port is None  # the host refuses those
+    assert "--ranks-per-node 2" in " ".join(host_command(TINY, HostRequest(ranks_per_node=2), current()))
+    join = join_command(current())
+    assert join[3:] == ["join", "-", "--json", "--stdin-control"]  # the code goes to stdin
+    assert _parser().parse_args(join[3:]).code == "-"

@@ -11,10 +11,10 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass, replace
 
+from ddpstudio.core.launch.commands import console_python
 from ddpstudio.core.platform import Platform
 from ddpstudio.gui.command_line import run_arguments
 from ddpstudio.gui.form_state import SetupState
-from ddpstudio.gui.run_controller import launcher_python
 
 FRONT_END = ("--json", "--stdin-control")  # events on stdout; a 'stop' line (or stdin's end) stops the run
 
@@ -44,7 +44,7 @@ def host_arguments(state: SetupState, request: HostRequest) -> list[str]:
 
 
 def _ddpstudio(platform: Platform) -> list[str]:
-    return [launcher_python(sys.executable, platform), "-m", "ddpstudio"]
+    return [console_python(sys.executable, platform), "-m", "ddpstudio"]  # python.exe under pythonw too
 
 
 def host_command(state: SetupState, request: HostRequest, platform: Platform) -> list[str]:

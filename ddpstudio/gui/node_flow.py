@@ -150,7 +150,7 @@ class NodeFlow(QObject):
         if mode:
             latest = self.window.check.latest
             self.window.machine_panel.set_plan(latest.plan if latest is not None else None)
-        if mode and self.window.controller.exit_code == EXIT_REFUSED:
+        if mode and self.window.controller.exit_code == EXIT_REFUSED and ev.get("state") == protocol.FAILED:
             summary = str(ev.get("summary") or "no error message")
             self.window.error_panel.show_failure(TITLES[mode], summary, hints=hints_for(summary))
             self.panel.state.setText("Nothing was started")

@@ -234,6 +234,9 @@ class RunController(QObject):
         self._deadline.stop()
         self.exit_code = code
         ev = self._finished_event or self._made_up_finish(code)
+        if self._stop_asked and code == EXIT_REFUSED:  # stopped before it started (a host waiting for nodes)
+            ev = protocol.make_event(protocol.RUN_FINISHED, state=protocol.STOPPED, root_cause=None,
+                                     summary=ev.get("summary"), run_dir=None)
         state = RunState(ev.get("state")) if ev.get("state") in protocol.EXIT_CODES else RunState.FAILED
         self.pids = {}
         self.ranks_changed.emit({})
