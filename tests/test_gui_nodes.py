@@ -21,6 +21,12 @@ from tests.test_nodes_run import Node
 pytestmark = pytest.mark.gui
 
 
+def settled(qtbot, window) -> None:
+    """The window's background jobs (the Runs list refreshed at the run's end) are done: none is cut off
+    when the test process exits (Qt would report it from the thread pool)."""
+    qtbot.waitUntil(lambda: not window.workers.busy, timeout=30_000)
+
+
 def real_nodes(test):
     """Real host and join processes over the loopback adapter."""
     return pytest.mark.slow(pytest.mark.posix_only("the loopback adapter is named 'lo'")(test))
@@ -63,6 +69,7 @@ def test_window_hosts_and_a_cli_node_joins_with_the_copied_code(qtbot, open_wind
     assert "2 machines × 1 rank = 2 ranks; meets at 127.0.0.1" in panel.text() and not panel.code_row.isVisible()
     assert window.node_flow.host_action.isEnabled()
     assert_nothing_left(qtbot, studio_home)
+    settled(qtbot, window)
 
 
 @real_nodes
@@ -106,6 +113,7 @@ def test_join_dialog_checks_the_paste_is_refused_for_a_wrong_token_then_joins(qt
     finally:
         host.kill()
     assert_nothing_left(qtbot, studio_home)
+    settled(qtbot, window)
 
 
 @real_nodes
@@ -122,6 +130,23 @@ def test_stop_while_the_host_waits_ends_stopped_with_nothing_left(qtbot, open_wi
     assert finished.args[0].get("state") == protocol.STOPPED and window.progress.state_name == "stopped"
     assert not window.error_panel.isVisible() and window.node_flow.panel.state.text() == "Stopped"
     assert_nothing_left(qtbot, studio_home)
+    settled(qtbot, window)
+
+
+def test_a_host_the_command_refuses_shows_its_one_message(qtbot, open_window, tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text("print('hello')\n", encoding="utf-8")
+    window = open_window(SetupState(workload="script-args", script_path=str(script)))
+    dialog = window.node_flow.open_host()
+    with qtbot.waitSignal(window.controller.run_finished, timeout=RUN_TIMEOUT_MS) as finished:
+        qtbot.mouseClick(dialog.host_button, LEFT)
+    assert finished.args[0].get("state") == protocol.FAILED and window.controller.exit_code == 2
+    said = window.error_panel.text()
+    assert said.startswith("Could not host the run: nothing was started\n")
+    assert "a multi-machine run trains the built-in recipe for now; leave out --script" in said, said
+    assert "ddpstudio: error:" not in said and not window.node_flow.panel.isVisible()
+    assert window.node_flow.host_action.isEnabled() and window.launch_action.isEnabled()
+    settled(qtbot, window)
 
 
 def test_the_commands_carry_the_form_without_its_one_machine_fields_and_never_the_code():

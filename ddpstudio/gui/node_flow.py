@@ -67,12 +67,14 @@ class NodeFlow(QObject):
     def open_host(self) -> HostDialog:
         s = self.window.form.state()
         what = f"{s.model} on {s.data} data" if not s.is_script else "your script"
+        _drop(self.host_dialog)
         self.host_dialog = HostDialog(what, self.window)
         self.host_dialog.chosen.connect(self.host)
         self.host_dialog.open()
         return self.host_dialog
 
     def open_join(self) -> JoinDialog:
+        _drop(self.join_dialog)
         self.join_dialog = JoinDialog(self.window)
         self.join_dialog.chosen.connect(self.join)
         self.join_dialog.open()
@@ -155,3 +157,10 @@ class NodeFlow(QObject):
             self.window.error_panel.show_failure(TITLES[mode], summary, hints=hints_for(summary))
             self.panel.state.setText("Nothing was started")
         self.update_actions()
+
+
+def _drop(dialog) -> None:
+    """An earlier dialog goes (one of each kind at a time)."""
+    if dialog is not None:
+        dialog.close()
+        dialog.deleteLater()
