@@ -68,6 +68,9 @@ def test_window_hosts_and_a_cli_node_joins_with_the_copied_code(qtbot, open_wind
     assert window.metrics.step == 4 and not window.error_panel.isVisible()
     assert "2 machines × 1 rank = 2 ranks; meets at 127.0.0.1" in panel.text() and not panel.code_row.isVisible()
     assert window.node_flow.host_action.isEnabled()
+    for path in studio_home.rglob("*"):  # the window's settings and logs included
+        if path.is_file():
+            assert code.token not in path.read_text(errors="replace"), f"the token leaked into {path}"
     assert_nothing_left(qtbot, studio_home)
     settled(qtbot, window)
 

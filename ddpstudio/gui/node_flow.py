@@ -50,6 +50,7 @@ class NodeFlow(QObject):
         c.run_state_changed.connect(self._on_state)
         c.run_finished.connect(self._on_finished)  # after the window's own slot: the last word on the panel
         w.bench.active_changed.connect(self.update_actions)
+        w.past_run_shown.connect(self._on_past_run)
         w.check.pending_changed.connect(self.update_actions)
         self.update_actions()
 
@@ -145,6 +146,11 @@ class NodeFlow(QObject):
         if self.mode and self.panel.isVisible():
             self.panel.set_run_state(state)
         self.update_actions()
+
+    @Slot(object)
+    def _on_past_run(self, _run) -> None:
+        if not self.window.controller.active:  # a reopened run: the panel told the last live one
+            self.panel.hide()
 
     @Slot(object)
     def _on_finished(self, ev: protocol.Event) -> None:
