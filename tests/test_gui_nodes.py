@@ -58,13 +58,15 @@ def test_window_hosts_and_a_cli_node_joins_with_the_copied_code(qtbot, open_wind
     assert code.token not in said and panel.code_edit.echoMode() == panel.code_edit.EchoMode.Password
     joiner = subprocess.Popen([sys.executable, "-m", "ddpstudio", "join", "-", "--join-timeout", "60"],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    with qtbot.waitSignal(window.controller.run_finished, timeout=RUN_TIMEOUT_MS) as finished:
+    c = window.controller
+    with qtbot.waitSignals([c.node_joined, c.run_started, c.run_finished], order="strict",
+                           timeout=RUN_TIMEOUT_MS):
         joiner.stdin.write(code_text + "\n")
         joiner.stdin.close()
     out = joiner.stdout.read()
     assert joiner.wait(60) == 0, out
-    assert finished.args[0].get("state") == protocol.FINISHED
-    assert window.progress.state_name == "finished" and panel.state.text() == "Finished"
+    assert window.metrics.final["state"] == protocol.FINISHED  # the run_finished event the window got
+    assert window.progress.state_name == "finished" and panel.state.text() == "Finished" and panel.missing == 0
     assert window.metrics.step == 4 and not window.error_panel.isVisible()
     assert "2 machines × 1 rank = 2 ranks; meets at 127.0.0.1" in panel.text() and not panel.code_row.isVisible()
     assert window.node_flow.host_action.isEnabled()

@@ -47,6 +47,7 @@ class NodeFlow(QObject):
         c = w.controller
         c.join_code_received.connect(self._on_join_code)
         c.run_started.connect(self._on_run_started)
+        c.node_joined.connect(self._on_node_joined)
         c.run_state_changed.connect(self._on_state)
         c.run_finished.connect(self._on_finished)  # after the window's own slot: the last word on the panel
         w.bench.active_changed.connect(self.update_actions)
@@ -126,6 +127,10 @@ class NodeFlow(QObject):
             return
         self.panel.show_host(text, code, str(ev.get("adapter") or ""), str(ev.get("adapter_reason") or ""))
         self._show_reasons(ev)
+
+    @Slot()
+    def _on_node_joined(self) -> None:
+        self.panel.node_joined()
 
     @Slot(object)
     def _on_run_started(self, ev: protocol.Event) -> None:

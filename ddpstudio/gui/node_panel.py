@@ -35,6 +35,7 @@ class NodePanel(QFrame):
         self.setStyleSheet(PANEL_STYLE)
         self.setAccessibleName("Multi-machine run")
         self.brief = ""  # one line for the panel once training runs
+        self.missing = 0  # machines the host still waits for
         self.code = ""  # the whole join code (holds the token): only the clipboard and the Show button see it
         self.title = QLabel()
         font = self.title.font()
@@ -104,7 +105,11 @@ class NodePanel(QFrame):
         self.show()
 
     def set_waiting(self, missing: int) -> None:
-        self.state.setText(waiting_text(missing))
+        self.missing = missing
+        self.state.setText(waiting_text(missing) if missing > 0 else "All machines joined: starting the ranks…")
+
+    def node_joined(self) -> None:
+        self.set_waiting(max(0, self.missing - 1))
 
     def set_run_state(self, state: str) -> None:
         """The run's state once every machine is in (or it ended)."""

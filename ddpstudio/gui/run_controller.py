@@ -44,6 +44,7 @@ class RunController(QObject):
     problem_reported = Signal(object)  # warning and error Events
     run_finished = Signal(object)  # the run_finished Event (made up here if the launcher died silently)
     join_code_received = Signal(object)  # a multi-machine host's join_code Event (its code holds the token)
+    node_joined = Signal()  # a multi-machine host: one more machine has joined
 
     def __init__(self, platform: Platform | None = None, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -191,6 +192,8 @@ class RunController(QObject):
 
     def _handle_log(self, ev: protocol.Event) -> None:
         self.log_received.emit(ev.rank, str(ev.get("stream", "")), str(ev.get("line", "")))
+        if ev.get("node_news") == "joined":
+            self.node_joined.emit()
 
     def _handle_warning(self, ev: protocol.Event) -> None:
         self.log_received.emit(ev.rank, "warning", str(ev.get("message", "")))
