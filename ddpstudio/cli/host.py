@@ -72,7 +72,7 @@ def main(args: argparse.Namespace) -> int:
     token = joincode.new_token()
     code = joincode.JoinCode((adapter.address, *adapter.others), port, plan.run_id, args.nodes, k, token,
                              facts.versions())
-    _show_code(joincode.encode(code), code, args.json)
+    _show_code(joincode.encode(code), code, args.json, adapter, plan.reasons)
     spec = NodeSpec(NodeRole.HOST, adapter.address, port, args.nodes, k, args.join_timeout, label(adapter.address))
     return launch_node(plan, spec, token, args)
 
@@ -84,13 +84,14 @@ def _positive(raw: str) -> int:
         return 0
 
 
-def _show_code(text: str, code, as_json: bool) -> None:
+def _show_code(text: str, code, as_json: bool, adapter, reasons: list[str]) -> None:
     """The code goes to this terminal only (never into the run's files: it holds the token)."""
     if as_json:
         from ddpstudio.core import protocol
 
-        sys.stdout.write(protocol.make_event("join_code", code=text, run_id=code.run_id, port=code.port,
-                                             addresses=list(code.addresses)).to_line() + "\n")
+        sys.stdout.write(protocol.make_event(protocol.JOIN_CODE, code=text, run_id=code.run_id, port=code.port,
+                                             addresses=list(code.addresses), adapter=adapter.name,
+                                             adapter_reason=adapter.reason, reasons=list(reasons)).to_line() + "\n")
         sys.stdout.flush()
         return
     print(f"run {code.run_id}: {code.nodes} machines x {code.ranks_per_node} ranks; on each other machine run\n\n"

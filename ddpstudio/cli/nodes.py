@@ -8,6 +8,8 @@ import os
 import shutil
 import socket
 import sys
+import threading
+import time
 
 from ddpstudio.cli.run import EXIT_BAD_INPUT
 
@@ -20,6 +22,8 @@ def add_node_arguments(p: argparse.ArgumentParser) -> None:
                        help="the network adapter (name or address) to use instead of the one chosen for you")
     group.add_argument("--join-timeout", type=float, default=300.0, metavar="SECONDS",
                        help="how long the host waits for every node (and a node for the host); default 300")
+    # The window's QProcess: a 'stop' line on stdin (or its end) stops the run, as Ctrl+C does in a terminal.
+    p.add_argument("--stdin-control", action="store_true", help=argparse.SUPPRESS)
 
 
 def choose(peers: tuple[str, ...] = (), override: str | None = None):
@@ -47,6 +51,8 @@ def launch_node(plan, spec, token: str, args: argparse.Namespace) -> int:
     offer_firewall_rules(current(), spec.port, interactive)
     node_file = spec.write(plan.run_dir)
     session = Session(plan, module=NODE_LAUNCHER, extra=(str(node_file),), env={**os.environ, TOKEN_ENV: token})
+    if getattr(args, "stdin_control", False):
+        threading.Thread(target=_stop_on_stdin, args=(session,), daemon=True, name="stdin-stop").start()
     code = _launch(plan, args, session=session)
     if code == EXIT_BAD_INPUT:  # refused before any rank: the run folder holds only what we wrote
         shutil.rmtree(plan.run_dir, ignore_errors=True)
@@ -58,8 +64,6 @@ def offer_firewall_rules(platform, port: int, interactive: bool, programs: list[
     """Windows, the first multi-machine run here: offer to add inbound rules for this install's Pythons
     (one administrator prompt); when declined, not interactive or failed, print exactly what to allow.
     Asked once per data folder (a marker file), and not at all when the rules are there already."""
-    import time
-
     from ddpstudio.core import paths
     from ddpstudio.core.nodes import firewall
 
@@ -94,3 +98,13 @@ def offer_firewall_rules(platform, port: int, interactive: bool, programs: list[
             print(f"The firewall rules were not added ({why}). " + firewall.advice(programs, port), file=out)
     paths.data_dir().mkdir(parents=True, exist_ok=True)
     marker.write_text("asked about the firewall rules for multi-machine runs\n", encoding="utf-8")
+
+
+def _stop_on_stdin(session) -> None:
+    """Until a 'stop' line or the end of stdin (the window closed it, or died): then stop the run."""
+    for line in sys.stdin:
+        if line.strip().lower() == "stop":
+            break
+    while session.proc is None:  # the node launcher is about to start
+        time.sleep(0.05)
+    session.stop()

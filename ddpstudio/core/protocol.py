@@ -38,6 +38,7 @@ RANK_EXITED = "rank_exited"
 RUN_FINISHED = "run_finished"
 EVAL = "eval"
 MODEL_SAVED = "model_saved"
+JOIN_CODE = "join_code"  # a multi-machine host's code for the other machines (cli/host.py; holds the token)
 
 KNOWN_TYPES = frozenset(
     {
@@ -57,6 +58,7 @@ KNOWN_TYPES = frozenset(
         RUN_FINISHED,
         EVAL,
         MODEL_SAVED,
+        JOIN_CODE,
     }
 )
 

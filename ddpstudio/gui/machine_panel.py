@@ -181,5 +181,9 @@ class MachinePanel(QGroupBox):
 
     def set_plan(self, plan: Plan | None) -> None:
         """The decisions the current setup leads to, each with its reason."""
-        self.decisions.setText("\n".join(f"• {reason}" for reason in plan.reasons) if plan else "")
-        self.decisions.setVisible(plan is not None)
+        self.show_reasons(plan.reasons if plan else None)
+
+    def show_reasons(self, reasons: list[str] | None) -> None:
+        """Decisions made elsewhere (a multi-machine host's plan, from its events)."""
+        self.decisions.setText("\n".join(f"• {reason}" for reason in reasons or []))
+        self.decisions.setVisible(reasons is not None)

@@ -24,6 +24,7 @@ from ddpstudio.gui.icon import app_icon
 from ddpstudio.gui.load_history import LoadHistory
 from ddpstudio.gui.machine_panel import MachinePanel
 from ddpstudio.gui.monitor import MachineMonitor
+from ddpstudio.gui.node_flow import NodeFlow
 from ddpstudio.gui.preflight import Preflight
 from ddpstudio.gui.run_controller import RunController
 from ddpstudio.gui.past_runs import PastRuns
@@ -70,6 +71,7 @@ class MainWindow(QMainWindow):
 
         self._build()
         self._connect()
+        self.node_flow = NodeFlow(self)  # Run ▸ Host / Join: after _connect, its slots speak last
         restore_window(self)
         self.render_timer = QTimer(self)
         self.render_timer.setInterval(RENDER_MS)

@@ -17,7 +17,7 @@ from PySide6.QtCore import QObject, QProcess, QTimer, Signal, Slot
 
 from ddpstudio.core import protocol
 from ddpstudio.core.launch.commands import console_python
-from ddpstudio.core.launch.launcher import RunState
+from ddpstudio.core.launch.launcher import EXIT_REFUSED, RunState
 from ddpstudio.core.plan import Plan
 from ddpstudio.core.platform import Platform, current
 from ddpstudio.core.policy import plan_file
@@ -28,6 +28,7 @@ from ddpstudio.gui.exit_words import rank_exit_text
 
 STOP_DEADLINE_MS = 9000  # the launcher needs grace (5 s) + a kill; past this we end the tree ourselves
 POLL_MS = 500
+ERROR_PREFIX = "ddpstudio: error:"  # the one line a refusal prints (cli/run.fail, launcher.refuse)
 
 
 ACTIVE = (RunState.STARTING, RunState.RUNNING, RunState.STOPPING)
@@ -42,6 +43,8 @@ class RunController(QObject):
     log_received = Signal(object, str, str)  # rank (None: launcher), stream, line
     problem_reported = Signal(object)  # warning and error Events
     run_finished = Signal(object)  # the run_finished Event (made up here if the launcher died silently)
+    join_code_received = Signal(object)  # a multi-machine host's join_code Event (its code holds the token)
+    node_joined = Signal()  # a multi-machine host: one more machine has joined
 
     def __init__(self, platform: Platform | None = None, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -56,6 +59,8 @@ class RunController(QObject):
         self._stop_asked = False
         self._finished_event: protocol.Event | None = None
         self.events_seen = 0
+        self.exit_code: int | None = None
+        self.run_dir = ""
         self._poll = QTimer(self)
         self._poll.setInterval(POLL_MS)
         self._poll.timeout.connect(self._check_alive)
@@ -72,11 +77,16 @@ class RunController(QObject):
         return self.state.value if self.state is not None else IDLE
 
     # -- start / stop --------------------------------------------------------
-    def start(self, plan: Plan, command: list[str] | None = None) -> None:
-        """Start the launcher for a plan already written to its run folder (or ``command`` instead)."""
+    def start(self, plan: Plan | None, command: list[str] | None = None, stdin_text: str = "") -> None:
+        """Start the launcher for a plan already written to its run folder, or ``command`` instead
+        (``ddpstudio host|join --json``, which plans itself: then ``plan`` is None). ``stdin_text``
+        goes to its stdin first (a join code: never on a command line others can read)."""
         if self.active:
             raise RuntimeError("a run is already in progress")
+        if plan is None and not command:
+            raise ValueError("a run needs a plan or a command")
         self.plan, self.pids, self._buffer = plan, {}, b""
+        self.exit_code, self.run_dir = None, plan.run_dir if plan is not None else ""
         self.parser = protocol.EventParser()
         self._stderr.clear()
         self._stop_asked, self._finished_event, self.events_seen = False, None, 0
@@ -92,6 +102,8 @@ class RunController(QObject):
         self.process = proc
         self._set_state(RunState.STARTING)
         proc.start()
+        if stdin_text:
+            proc.write(stdin_text.encode("utf-8"))
         self._poll.start()
 
     def _detach(self, proc: QProcess) -> None:
@@ -123,8 +135,8 @@ class RunController(QObject):
         if self.process is None or self.process.state() == QProcess.ProcessState.NotRunning:
             return
         self.log_received.emit(None, "studio", "the launcher did not stop in time; ending its processes")
-        if self.plan is not None:
-            run_tree.kill_recorded(self.plan.run_dir)
+        if self.run_dir:
+            run_tree.kill_recorded(self.run_dir)
         self.process.kill()
 
     # -- reading -------------------------------------------------------------
@@ -150,7 +162,11 @@ class RunController(QObject):
             self._stderr.append(line)
             self.log_received.emit(None, "launcher", line)
 
+    def _handle_join_code(self, ev: protocol.Event) -> None:
+        self.join_code_received.emit(ev)
+
     def _handle_run_started(self, ev: protocol.Event) -> None:
+        self.run_dir = self.run_dir or str(ev.get("run_dir") or "")
         if self.state is RunState.STARTING:
             self._set_state(RunState.RUNNING)
         self.run_started.emit(ev)
@@ -176,6 +192,8 @@ class RunController(QObject):
 
     def _handle_log(self, ev: protocol.Event) -> None:
         self.log_received.emit(ev.rank, str(ev.get("stream", "")), str(ev.get("line", "")))
+        if ev.get("node_news") == "joined":
+            self.node_joined.emit()
 
     def _handle_warning(self, ev: protocol.Event) -> None:
         self.log_received.emit(ev.rank, "warning", str(ev.get("message", "")))
@@ -217,7 +235,11 @@ class RunController(QObject):
             return
         self._poll.stop()
         self._deadline.stop()
+        self.exit_code = code
         ev = self._finished_event or self._made_up_finish(code)
+        if self._stop_asked and code == EXIT_REFUSED:  # stopped before it started (a host waiting for nodes)
+            ev = protocol.make_event(protocol.RUN_FINISHED, state=protocol.STOPPED, root_cause=None,
+                                     summary=ev.get("summary"), run_dir=None)
         state = RunState(ev.get("state")) if ev.get("state") in protocol.EXIT_CODES else RunState.FAILED
         self.pids = {}
         self.ranks_changed.emit({})
@@ -228,18 +250,29 @@ class RunController(QObject):
         """The launcher died without its last word (killed, crashed, failed to start)."""
         if self._stop_asked:
             return protocol.make_event(protocol.RUN_FINISHED, state=protocol.STOPPED, root_cause=None, summary=None,
-                                       run_dir=self.plan.run_dir if self.plan else None)
+                                       run_dir=self.run_dir or None)
+        refused = refusal(self._stderr) if code == EXIT_REFUSED else ""
+        if refused:  # 'ddpstudio host|join' said no before starting anything: its own words are the message
+            return protocol.make_event(protocol.RUN_FINISHED, state=protocol.FAILED, summary=refused,
+                                       root_cause={"rank": -1, "exit_code": code, "message": refused,
+                                                   "traceback_tail": []}, run_dir=None)
         message = next((ln for ln in reversed(self._stderr) if ln.strip()), "") or "no error message"
         summary = f"the launcher ended without reporting a result ({describe_exit(code, self.platform)}): {message}"
         return protocol.make_event(
             protocol.RUN_FINISHED, state=protocol.FAILED, summary=summary,
             root_cause={"rank": -1, "exit_code": code, "message": message, "traceback_tail": list(self._stderr)},
-            run_dir=self.plan.run_dir if self.plan else None)
+            run_dir=self.run_dir or None)
 
     def _set_state(self, state: RunState) -> None:
         if state is not self.state:
             self.state = state
             self.run_state_changed.emit(state.value)
+
+
+def refusal(stderr_lines) -> str:
+    """The ``ddpstudio: error:`` lines a refusing command printed, as one message ('' when none)."""
+    found = [ln.split(ERROR_PREFIX, 1)[1].strip() for ln in stderr_lines if ERROR_PREFIX in ln]
+    return "; ".join(dict.fromkeys(m for m in found if m))
 
 
 def launcher_python(executable: str, platform: Platform, exists=os.path.exists) -> str:

@@ -24,7 +24,7 @@ class WindowActions:
         self.quit = self._action("&Quit", QKeySequence.StandardKey.Quit, SP.SP_DialogCloseButton, window.close)
         menu = window.menuBar()
         menu.addMenu("&File").addAction(self.quit)
-        run_menu = menu.addMenu("&Run")
+        self.run_menu = run_menu = menu.addMenu("&Run")  # the multi-machine actions join it (node_flow)
         for action in (self.launch, self.stop, self.cleanup):
             run_menu.addAction(action)
         self.view_menu = menu.addMenu("&View")

@@ -71,7 +71,7 @@ class NodeLauncher(Launcher):
             self._say(f"waiting up to {spec.join_timeout:g} s for {spec.nodes - 1} node(s) to join at "
                       f"{spec.address}:{spec.port}")
             joined = handshake.host_wait(self.store, token, facts, spec.join_timeout, self.stop_requested.is_set,
-                                         lambda kind, line: self._say(line, warn=kind == "refused"))
+                                         lambda kind, line: self._say(line, warn=kind == "refused", news=kind))
             handshake.host_start(self.store, shared_part(self.plan), joined, spec.label)
             labels = {0: spec.label, **{j.node_rank: j.label for j in joined}}
         else:
@@ -93,11 +93,13 @@ class NodeLauncher(Launcher):
         return {"nodes": self.spec.nodes, "node_rank": self.plan.node_rank, "host": self.host_label,
                 "host_run_id": self.host_run_id}
 
-    def _say(self, line: str, warn: bool = False) -> None:
+    def _say(self, line: str, warn: bool = False, news: str = "") -> None:
+        """``news``: the handshake's kind ("joined"), so a front end can count without reading the line."""
         if warn:
             self.emit(protocol.make_event(protocol.WARNING, message=line))
         else:
-            self.emit(protocol.make_event(protocol.LOG, stream=NODES_STREAM, line=line))
+            self.emit(protocol.make_event(protocol.LOG, stream=NODES_STREAM, line=line,
+                                          **({"node_news": news} if news else {})))
 
     # -- while the ranks run (hooks of the launcher's loop) ---------------------
     def _local_failures(self) -> list[RankFailure]:
