@@ -314,10 +314,10 @@ def rm_standin(tmp_path_factory) -> Path:
 def test_uninstall_names_a_holder_outside_the_folder_through_the_restart_manager(wine, setup_exe, rm_standin):
     """A holder that runs from elsewhere (an editor, Explorer) is named only by the Restart Manager.
 
-    Wine's rstrtmgr.dll answers "no process" to everything, so the uninstaller runs twice against the same held
-    file: with Wine's (nobody can be named), then with a stand-in DLL that answers as Windows documents it (two
-    holders, ERROR_MORE_DATA first): what the uninstaller registers, how it reads RM_PROCESS_INFO, and that it
-    ends the session are what this checks.
+    Wine's rstrtmgr.dll answers "no process" to everything, so the uninstaller runs twice against the same 70
+    held files: with Wine's (nobody can be named), then with a stand-in DLL that answers as Windows documents it
+    (two holders, ERROR_MORE_DATA first): what the uninstaller registers (its first 64 files), how it reads
+    RM_PROCESS_INFO, and that it ends the session are what this checks.
     """
     assert wine.run(str(setup_exe), "/S").returncode == 0
     root, here = wine.install_dir(), win_dir(wine)
@@ -327,7 +327,7 @@ def test_uninstall_names_a_holder_outside_the_folder_through_the_restart_manager
     tools.mkdir(exist_ok=True)
     shutil.copy(root / "env" / "Scripts" / "python.exe", tools / "editor.exe")  # the stub, run from outside
     holder = subprocess.Popen(
-        ["wine", str(tools / "editor.exe"), "--hold", here + "\\env\\checkpoint.pt", wine.windows(release)],
+        ["wine", str(tools / "editor.exe"), "--hold", here + "\\env\\checkpoint.pt", wine.windows(release), "70"],
         env=wine.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
     system_dll = wine.prefix / "drive_c" / "windows" / "system32" / "rstrtmgr.dll"
@@ -353,10 +353,12 @@ def test_uninstall_names_a_holder_outside_the_folder_through_the_restart_manager
         assert blocked.splitlines()[1:] == ["Held by: Notepad (process 4242), Windows Explorer (process 77)",
                                             "Named by: Restart Manager"], blocked
         assert held.exists() and wine.reg_query() is not None
-        assert wine.calls() == [
-            "RmStartSession",
-            "RmRegisterResources session 7: 1 files, 0 apps, 0 services",
-            f"  {here}\\env\\checkpoint.pt",  # what RMDir /r left: the held file only
+        calls = wine.calls()
+        # What RMDir /r left: the 70 held files, of which the first 64 are asked about.
+        assert calls[:2] == ["RmStartSession", "RmRegisterResources session 7: 64 files, 0 apps, 0 services"], calls
+        held_names = {f"  {here}\\env\\checkpoint.pt"} | {f"  {here}\\env\\checkpoint.pt.{i}" for i in range(1, 70)}
+        assert len(set(calls[2:66])) == 64 and set(calls[2:66]) <= held_names, calls[2:66]
+        assert calls[66:] == [
             "RmGetList session 7: room for 0, 2 holders",  # ERROR_MORE_DATA
             "RmGetList session 7: room for 2, 2 holders",
             "RmEndSession session 7",
