@@ -55,6 +55,10 @@ Target ${TARGET}
 !endif
 RequestExecutionLevel user
 
+Var HoldersFoundBy ; the uninstaller's: how un.Holders named the holders
+Var RmFiles
+Var RmCount
+
 !define APP_NAME "DDP Studio"
 !define APP_ID "DDPStudio"
 !define PUBLISHER "DDP Studio"
@@ -290,10 +294,10 @@ Section "Uninstall"
     ${If} $R3 == ""
       StrCpy $R3 "another program (for example ${APP_NAME}, a training run, or a virus scanner)"
     ${EndIf}
-    DetailPrint "Still in use: $R2; held by $R3"
+    DetailPrint "Still in use: $R2; held by $R3 (named by: $HoldersFoundBy)"
     ; Also in a file, for silent uninstalls and for support.
     FileOpen $R4 "$INSTDIR\uninstall-blocked.txt" w
-    FileWrite $R4 "Still in use: $R2$\r$\nHeld by: $R3$\r$\n"
+    FileWrite $R4 "Still in use: $R2$\r$\nHeld by: $R3$\r$\nNamed by: $HoldersFoundBy$\r$\n"
     FileClose $R4
     MessageBox MB_OK|MB_ICONEXCLAMATION "${APP_NAME} could not be removed completely: $R2 in $INSTDIR is still in use by $R3.$\r$\n$\r$\nClose that program, then uninstall ${APP_NAME} again (it stays in Installed apps until then)." /SD IDOK
     SetErrorLevel 9
@@ -308,26 +312,36 @@ Section "Uninstall"
   DeleteRegKey HKCU "${UNINSTALL_KEY}"
 SectionEnd
 
+; Pushes the name of our folder or file number INDEX (0..6) in $INSTDIR.
+Function un.OurItem
+  Exch $0
+  ${Select} $0
+    ${Case} 0
+      StrCpy $0 "env"
+    ${Case} 1
+      StrCpy $0 "bootstrap"
+    ${Case} 2
+      StrCpy $0 "python"
+    ${Case} 3
+      StrCpy $0 "cache"
+    ${Case} 4
+      StrCpy $0 "wheels"
+    ${Case} 5
+      StrCpy $0 "logs"
+    ${Case} 6
+      StrCpy $0 "uv.exe"
+  ${EndSelect}
+  Exch $0
+FunctionEnd
+!define OUR_ITEMS_LAST 6
+
 ; Pushes which of our folders and files are still there ("" when none).
 Function un.Leftovers
   StrCpy $0 ""
-  ${ForEach} $1 0 6 + 1
-    ${Select} $1
-      ${Case} 0
-        StrCpy $2 "env"
-      ${Case} 1
-        StrCpy $2 "bootstrap"
-      ${Case} 2
-        StrCpy $2 "python"
-      ${Case} 3
-        StrCpy $2 "cache"
-      ${Case} 4
-        StrCpy $2 "wheels"
-      ${Case} 5
-        StrCpy $2 "logs"
-      ${Case} 6
-        StrCpy $2 "uv.exe"
-    ${EndSelect}
+  ${ForEach} $1 0 ${OUR_ITEMS_LAST} + 1
+    Push $1
+    Call un.OurItem
+    Pop $2
     ${If} ${FileExists} "$INSTDIR\$2"
       ${If} $0 == ""
         StrCpy $0 "$2"
@@ -339,10 +353,176 @@ Function un.Leftovers
   Push $0
 FunctionEnd
 
+; Pushes who holds the files left in $INSTDIR ("" when nobody can be named) and sets
+; $HoldersFoundBy. Windows' Restart Manager first: it names any holder, wherever it
+; runs from (Explorer, an editor, a virus scanner). Then, when it names none or fails
+; (Wine's rstrtmgr.dll is a stub that always answers "none"), the programs running
+; from $INSTDIR. A folder that is some program's working directory holds no file, so
+; only the second way can find that program, and only if it runs from $INSTDIR.
+Function un.Holders
+  Call un.RestartManagerHolders
+  Pop $0
+  StrCpy $HoldersFoundBy "Restart Manager"
+  ${If} $0 == ""
+    Call un.ToolhelpHolders
+    Pop $0
+    StrCpy $HoldersFoundBy "programs running from the install folder"
+  ${EndIf}
+  ${If} $0 == ""
+    StrCpy $HoldersFoundBy "nobody (neither the Restart Manager nor the programs running from the install folder)"
+  ${EndIf}
+  Push $0
+FunctionEnd
+
+; Windows' Restart Manager (rstrtmgr.dll), the API ddpstudio/core/process/restartmgr.py
+; calls for the app. RM_PROCESS_INFO holds no pointer, so it is 668 bytes in x86 and
+; amd64 builds alike: RM_UNIQUE_PROCESS {DWORD pid; FILETIME start} (12 bytes), WCHAR
+; strAppName[256] at 12, WCHAR strServiceShortName[64] at 524, then ApplicationType,
+; AppStatus, TSSessionId and bRestartable (4 bytes each) at 652..667.
+!define RM_PROCESS_INFO_SIZE 668
+!define RM_APP_NAME_OFFSET 12
+!define RM_APP_NAME_CHARS 256
+!define RM_MAX_FILES 64 ; asked about: the first files left, which after RMDir /r are the held ones
+!define /math RM_FILES_BYTES ${RM_MAX_FILES} * ${NSIS_PTR_SIZE}
+!define ERROR_MORE_DATA 234
+
+; Pushes "name (process PID), ..." for the processes the Restart Manager says hold
+; the files left in our folders; "" when it names none or any call fails. The
+; session always ends; every buffer is freed.
+Function un.RestartManagerHolders
+  StrCpy $RmCount 0
+  System::Alloc ${RM_FILES_BYTES} ; LPCWSTR[RM_MAX_FILES]
+  Pop $RmFiles
+  ${ForEach} $1 0 ${OUR_ITEMS_LAST} + 1
+    Push $1
+    Call un.OurItem
+    Pop $2
+    ${If} ${FileExists} "$INSTDIR\$2\*.*"
+      ${Locate} "$INSTDIR\$2" "/L=F" "un.RmCollect" ; recursive FindFirst/FindNext
+    ${ElseIf} ${FileExists} "$INSTDIR\$2"
+      Push "$INSTDIR\$2"
+      Call un.RmAddFile
+    ${EndIf}
+  ${Next}
+
+  StrCpy $0 ""
+  ${If} $RmCount > 0
+    ; DWORD RmStartSession(DWORD *session, DWORD flags, WCHAR key[CCH_RM_SESSION_KEY + 1])
+    System::Call 'rstrtmgr::RmStartSession(*i .r1, i 0, w .r2) i .r3'
+    ${If} $3 == 0
+      ; DWORD RmRegisterResources(DWORD session, UINT nFiles, LPCWSTR files[], UINT nApps,
+      ;   RM_UNIQUE_PROCESS apps[], UINT nServices, LPCWSTR services[])
+      System::Call 'rstrtmgr::RmRegisterResources(i r1, i $RmCount, p $RmFiles, i 0, p 0, i 0, p 0) i .r3'
+      ${If} $3 == 0
+        Push $1
+        Call un.RmList
+        Pop $0
+      ${EndIf}
+      System::Call 'rstrtmgr::RmEndSession(i r1) i'
+    ${EndIf}
+  ${EndIf}
+
+  IntOp $4 $RmCount - 1
+  ${ForEach} $1 0 $4 + 1
+    IntOp $2 $1 * ${NSIS_PTR_SIZE}
+    IntPtrOp $2 $RmFiles + $2
+    System::Call '*$2(p .r3)'
+    System::Free $3
+  ${Next}
+  System::Free $RmFiles
+  Push $0
+FunctionEnd
+
+; ${Locate} callback: $R9 is a file's full path.
+Function un.RmCollect
+  ${If} $RmCount >= ${RM_MAX_FILES}
+    Push "StopLocate"
+  ${Else}
+    Push $R9
+    Call un.RmAddFile
+    Push ""
+  ${EndIf}
+FunctionEnd
+
+; Pops a path and adds a copy of it to $RmFiles (up to RM_MAX_FILES).
+Function un.RmAddFile
+  Exch $0
+  Push $1
+  Push $2
+  ${If} $RmCount < ${RM_MAX_FILES}
+    StrLen $1 $0
+    IntOp $1 $1 + 1
+    System::Call '*(&w$1 r0) p .r2' ; a WCHAR copy, freed by un.RestartManagerHolders
+    IntOp $1 $RmCount * ${NSIS_PTR_SIZE}
+    IntPtrOp $1 $RmFiles + $1
+    System::Call '*$1(p r2)'
+    IntOp $RmCount $RmCount + 1
+  ${EndIf}
+  Pop $2
+  Pop $1
+  Pop $0
+FunctionEnd
+
+; Pops a session handle, pushes "name (process PID), ..." from RmGetList ("" on failure). Uses $0.
+Function un.RmList
+  Exch $1
+  Push $2
+  Push $3
+  Push $4
+  Push $5
+  Push $6
+  Push $7
+  Push $8
+  Push $9
+  System::Call 'kernel32::GetCurrentProcessId() i .r9'
+  StrCpy $0 ""
+  StrCpy $5 0 ; RM_PROCESS_INFO[$6]
+  StrCpy $6 0
+  ; ERROR_MORE_DATA: call again with room for the count it needs (the list can grow in between).
+  ${ForEach} $7 1 3 + 1
+    ; DWORD RmGetList(DWORD session, UINT *needed, UINT *count, RM_PROCESS_INFO infos[], DWORD *rebootReasons)
+    System::Call 'rstrtmgr::RmGetList(i r1, *i .r3, *i r6 r4, p r5, *i .r8) i .r2'
+    ${IfThen} $2 != ${ERROR_MORE_DATA} ${|} ${Break} ${|}
+    ${IfThen} $5 != 0 ${|} System::Free $5 ${|}
+    StrCpy $6 $3
+    IntOp $8 $6 * ${RM_PROCESS_INFO_SIZE}
+    System::Alloc $8
+    Pop $5
+  ${Next}
+  ${If} $2 == 0
+    IntOp $4 $4 - 1
+    ${ForEach} $7 0 $4 + 1
+      IntOp $8 $7 * ${RM_PROCESS_INFO_SIZE}
+      IntPtrOp $8 $5 + $8
+      System::Call '*$8(i .r3)' ; Process.dwProcessId
+      IntPtrOp $8 $8 + ${RM_APP_NAME_OFFSET}
+      System::Call '*$8(&w${RM_APP_NAME_CHARS} .r8)' ; strAppName
+      ${If} $3 != $9
+        ${If} $0 == ""
+          StrCpy $0 "$8 (process $3)"
+        ${Else}
+          StrCpy $0 "$0, $8 (process $3)"
+        ${EndIf}
+      ${EndIf}
+    ${Next}
+  ${EndIf}
+  ${IfThen} $5 != 0 ${|} System::Free $5 ${|}
+  Pop $9
+  Pop $8
+  Pop $7
+  Pop $6
+  Pop $5
+  Pop $4
+  Pop $3
+  Pop $2
+  Pop $1
+  Push $0
+FunctionEnd
+
 ; Pushes the running programs started from $INSTDIR ("python.exe (process 1234), ..."),
 ; the usual holders (the app, its training ranks, its uv). Toolhelp snapshot +
 ; QueryFullProcessImageNameW; "" when there are none.
-Function un.Holders
+Function un.ToolhelpHolders
   StrCpy $0 ""
   StrLen $5 "$INSTDIR\"
   System::Call 'kernel32::GetCurrentProcessId() i .r8'

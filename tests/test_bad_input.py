@@ -182,6 +182,7 @@ def _png(path):
     Image.new("RGB", (8, 8), (200, 30, 30)).save(path)
 
 
+@pytest.mark.posix_only("chmod 0 and geteuid: POSIX permissions")
 def test_an_unreadable_class_folder_is_named(studio_home, tmp_path):
     _png(tmp_path / "data" / "dogs" / "a.png")
     _png(tmp_path / "data" / "cats" / "b.png")

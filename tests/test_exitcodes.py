@@ -25,6 +25,7 @@ def died(code: str) -> int:
     return subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=60).returncode
 
 
+@pytest.mark.posix_only("children killed by POSIX signals; Windows' NTSTATUS codes are tested below")
 @pytest.mark.parametrize("code, words", [
     ("import ctypes; ctypes.string_at(0)", "killed by SIGSEGV"),
     ("import os; os.abort()", "killed by SIGABRT"),
@@ -35,6 +36,7 @@ def test_a_real_child_is_named_by_how_it_died(code, words):
     assert describe_exit(died(code), LINUX) == words
 
 
+@pytest.mark.posix_only("the signal module's numbers are Linux's here (Windows has no SIGKILL, SIGABRT is 22)")
 def test_native_crashes_are_told_from_being_stopped_on_linux():
     assert is_native_crash(-signal.SIGSEGV, LINUX) and is_native_crash(-signal.SIGABRT, LINUX)
     assert not is_native_crash(-signal.SIGKILL, LINUX) and not is_native_crash(-signal.SIGTERM, LINUX)

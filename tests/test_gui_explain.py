@@ -12,7 +12,7 @@ from PySide6.QtGui import QGuiApplication
 from ddpstudio.cli.run import add_parser, build_request
 from ddpstudio.core import protocol
 from ddpstudio.core.plan import DEFAULT_SPAWN_ARGS
-from ddpstudio.core.platform import current
+from ddpstudio.core.platform import LINUX, current
 from ddpstudio.gui.command_line import command_line, run_arguments
 from ddpstudio.gui.dialogs import ScriptedDialogs
 from ddpstudio.gui.field_help import FIELD_HELP
@@ -88,7 +88,7 @@ def test_the_end_gets_a_summary_with_results_and_where_they_are():
     failed = RunMetrics()
     failed.feed(protocol.make_event(protocol.RUN_FINISHED, state="failed", duration_s=3.0,
                                     root_cause={"rank": 1, "exit_code": -9}))
-    assert summary(failed, current()).startswith("Failed after 3.0 s · rank 1: killed by SIGKILL")
+    assert summary(failed, LINUX).startswith("Failed after 3.0 s · rank 1: killed by SIGKILL")  # POSIX naming
 
 
 def test_the_log_tells_the_run_as_the_cli_does_with_times_search_and_save(qtbot, open_window, tmp_path):
@@ -275,7 +275,7 @@ def test_rank_exits_say_who_ended_the_rank():
     from ddpstudio.core.platform import Platform
     from ddpstudio.gui.exit_words import rank_exit_text
 
-    posix, windows = current(), Platform(system="windows")
+    posix, windows = LINUX, Platform(system="windows")
     assert rank_exit_text(-15, posix, stopping=True) == "stopped by the launcher's polite signal (killed by SIGTERM)"
     assert rank_exit_text(-2, posix, stopping=True) == "stopped: it obeyed the stop request (killed by SIGINT)"
     assert rank_exit_text(-9, posix, stopping=True).startswith("killed by the launcher: still running after the grace")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import re
 import shutil
 import subprocess
@@ -153,3 +154,47 @@ def test_nsis_script_names_what_the_bootstrap_expects():
     assert "-m ddpstudio.bootstrap launch" in script and "-m ddpstudio.bootstrap repair" in script
     assert 'InstallDir "$LOCALAPPDATA\\Programs\\${APP_ID}"' in script and "RequestExecutionLevel user" in script
     assert "Software\\Microsoft\\Windows\\CurrentVersion\\Uninstall\\${APP_ID}" in script
+
+
+# The uninstaller's Win32 calls, as compiled (System plugin type strings): the Restart Manager
+# first, then the Toolhelp scan of the install folder.
+UNINSTALLER_CALLS = (
+    "rstrtmgr::RmStartSession(*i .r1, i 0, w .r2) i .r3",
+    "rstrtmgr::RmRegisterResources(i r1, i $RmCount, p $RmFiles, i 0, p 0, i 0, p 0) i .r3",
+    "rstrtmgr::RmGetList(i r1, *i .r3, *i r6 r4, p r5, *i .r8) i .r2",
+    "rstrtmgr::RmEndSession(i r1) i",
+    "kernel32::CreateToolhelp32Snapshot(i 2, i 0) p .r1",
+)
+
+
+def test_uninstallers_restart_manager_layout_is_the_apps():
+    """ddpstudio.nsi reads RM_PROCESS_INFO with the offsets core/process/restartmgr.py declares (one layout)."""
+    from ddpstudio.core.process import restartmgr
+
+    script = (REPO / "installer" / "ddpstudio.nsi").read_text(encoding="utf-8")
+    defined = dict(re.findall(r"^!define (RM_\w+) (\d+)", script, re.M))
+    assert int(defined["RM_PROCESS_INFO_SIZE"]) == ctypes.sizeof(restartmgr.RM_PROCESS_INFO) == 668
+    assert int(defined["RM_APP_NAME_OFFSET"]) == restartmgr.RM_PROCESS_INFO.strAppName.offset
+    assert int(defined["RM_APP_NAME_CHARS"]) == restartmgr.CCH_RM_MAX_APP_NAME + 1
+    assert f"ERROR_MORE_DATA {restartmgr.ERROR_MORE_DATA}" in script
+    for call in UNINSTALLER_CALLS:
+        assert call in script, call
+
+
+@needs_tools
+@pytest.mark.parametrize("target", build.TARGETS)
+def test_both_targets_compile_the_restart_manager_path(installer, tmp_path, target):
+    """The compiled uninstaller of an amd64 and of an x86 build carries the Restart Manager calls and the fallback."""
+    staged = REPO / "build" / "installer" / "stage"  # what the module's build staged
+    wheel = next((staged / "wheels").glob("ddpstudio-*.whl"))
+    out = tmp_path / f"DDPStudio-Setup-{target}.exe"
+    # Uncompressed, so the uninstaller's script strings can be read in its file.
+    build.compile_installer(build.find_makensis(), staged, wheel, build.package_version(), out, target, compress=False)
+    subprocess.run(["7z", "x", "-y", f"-o{tmp_path}", str(out), "Uninstall.exe"], check=True, capture_output=True, timeout=120)
+    uninstaller = tmp_path / "Uninstall.exe"
+    assert ("64-bit" in listing(uninstaller)["SubType"]) is (target == "amd64-unicode")
+    strings = uninstaller.read_bytes()
+    for call in UNINSTALLER_CALLS:
+        for piece in re.split(r"\$\w+", call):  # a variable is compiled into a code, the rest stays text
+            assert piece.encode("utf-16-le") in strings, (target, call, piece)
+    no_process_left()

@@ -28,6 +28,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 STUB_SOURCE = REPO / "tests" / "scripts" / "wine_stub.c"
+RM_STANDIN_SOURCE = REPO / "tests" / "scripts" / "rstrtmgr_standin.c"
 KEY = r"HKCU\Software\Microsoft\Windows\CurrentVersion\Uninstall\DDPStudio"
 MINGW = "x86_64-w64-mingw32-gcc"
 
@@ -291,6 +292,8 @@ def test_uninstall_while_a_file_is_held_keeps_the_entry_and_names_the_holder(win
         blocked = (root / "uninstall-blocked.txt").read_text(encoding="utf-8", errors="replace")
         assert "Still in use: env" in blocked
         assert "python.exe (process " in blocked and "Uninstall.exe" not in blocked, blocked
+        # Wine's Restart Manager names nobody (a stub), so the programs running from the folder did.
+        assert "Named by: programs running from the install folder" in blocked, blocked
     finally:
         release.touch()
         holder.wait(timeout=60)
@@ -298,6 +301,75 @@ def test_uninstall_while_a_file_is_held_keeps_the_entry_and_names_the_holder(win
     assert proc.returncode == 0
     assert wine.reg_query() is None and not wine.menu_dir().exists()
     assert sorted(p.name for p in root.iterdir()) == ["Uninstall.exe"]  # in place (_?=) it cannot delete itself
+
+
+@pytest.fixture(scope="module")
+def rm_standin(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("rm") / "rstrtmgr.dll"
+    subprocess.run([MINGW, "-shared", "-municode", "-O2", "-Wall", "-Werror", "-o", str(out), str(RM_STANDIN_SOURCE)],
+                   check=True, timeout=120)
+    return out
+
+
+def test_uninstall_names_a_holder_outside_the_folder_through_the_restart_manager(wine, setup_exe, rm_standin):
+    """A holder that runs from elsewhere (an editor, Explorer) is named only by the Restart Manager.
+
+    Wine's rstrtmgr.dll answers "no process" to everything, so the uninstaller runs twice against the same 70
+    held files: with Wine's (nobody can be named), then with a stand-in DLL that answers as Windows documents it
+    (two holders, ERROR_MORE_DATA first): what the uninstaller registers (its first 64 files), how it reads
+    RM_PROCESS_INFO, and that it ends the session are what this checks.
+    """
+    assert wine.run(str(setup_exe), "/S").returncode == 0
+    root, here = wine.install_dir(), win_dir(wine)
+    held, release = root / "env" / "checkpoint.pt", wine.prefix / "release-rm"
+    release.unlink(missing_ok=True)  # the prefix is the module's
+    tools = wine.prefix / "drive_c" / "tools"
+    tools.mkdir(exist_ok=True)
+    shutil.copy(root / "env" / "Scripts" / "python.exe", tools / "editor.exe")  # the stub, run from outside
+    holder = subprocess.Popen(
+        ["wine", str(tools / "editor.exe"), "--hold", here + "\\env\\checkpoint.pt", wine.windows(release), "70"],
+        env=wine.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    system_dll = wine.prefix / "drive_c" / "windows" / "system32" / "rstrtmgr.dll"
+    wines_dll = system_dll.read_bytes()
+    try:
+        deadline = time.monotonic() + 30
+        while not Path(str(held) + ".held").exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert Path(str(held) + ".held").exists(), "the holder did not start"
+
+        assert wine.run(str(root / "Uninstall.exe"), "/S", "_?=" + here).returncode == 9
+        blocked = (root / "uninstall-blocked.txt").read_text(encoding="utf-8", errors="replace")
+        assert "Held by: another program (for example DDP Studio" in blocked, blocked
+        assert "Named by: nobody" in blocked, blocked
+
+        system_dll.write_bytes(rm_standin.read_bytes())
+        wine.log.unlink()
+        proc = wine.run(str(root / "Uninstall.exe"), "/S", "_?=" + here,
+                        WINEDLLOVERRIDES=wine.env["WINEDLLOVERRIDES"] + ";rstrtmgr=n",
+                        STUB_RM_HOLDERS="Notepad=4242;Windows Explorer=77")
+        assert proc.returncode == 9
+        blocked = (root / "uninstall-blocked.txt").read_text(encoding="utf-8", errors="replace")
+        assert blocked.splitlines()[1:] == ["Held by: Notepad (process 4242), Windows Explorer (process 77)",
+                                            "Named by: Restart Manager"], blocked
+        assert held.exists() and wine.reg_query() is not None
+        calls = wine.calls()
+        # What RMDir /r left: the 70 held files, of which the first 64 are asked about.
+        assert calls[:2] == ["RmStartSession", "RmRegisterResources session 7: 64 files, 0 apps, 0 services"], calls
+        held_names = {f"  {here}\\env\\checkpoint.pt"} | {f"  {here}\\env\\checkpoint.pt.{i}" for i in range(1, 70)}
+        assert len(set(calls[2:66])) == 64 and set(calls[2:66]) <= held_names, calls[2:66]
+        assert calls[66:] == [
+            "RmGetList session 7: room for 0, 2 holders",  # ERROR_MORE_DATA
+            "RmGetList session 7: room for 2, 2 holders",
+            "RmEndSession session 7",
+        ]
+    finally:
+        system_dll.write_bytes(wines_dll)
+        release.touch()
+        holder.wait(timeout=60)
+        shutil.rmtree(tools, ignore_errors=True)
+    assert wine.run(str(root / "Uninstall.exe"), "/S", "_?=" + here).returncode == 0
+    assert wine.reg_query() is None
 
 
 def _version() -> str:

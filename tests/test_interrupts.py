@@ -13,7 +13,7 @@ from ddpstudio.core import protocol
 from tests.conftest import processes_of
 from tests.studio import TINY
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.posix_only("SIGINT to a child; Windows needs CTRL_C_EVENT and a shared console")]
 STOPPED = protocol.EXIT_CODES["stopped"]
 
 

@@ -43,6 +43,7 @@ time.sleep(120)
 '''
 
 
+@pytest.mark.posix_only("the lifeline pipe and PR_SET_PDEATHSIG are POSIX's; Windows ranks die with the Job Object")
 @pytest.mark.parametrize("line", ["lifeline", "death-signal"])
 def test_each_line_alone_kills_the_child_when_its_parent_is_sigkilled(studio_home, line):
     parent = subprocess.Popen([sys.executable, "-c", PARENT, line], stdout=subprocess.PIPE, text=True)
@@ -59,6 +60,7 @@ def test_each_line_alone_kills_the_child_when_its_parent_is_sigkilled(studio_hom
             parent.wait(10)
 
 
+@pytest.mark.posix_only("kills the launcher with SIGKILL; Windows ends it with TerminateProcess")
 def test_sigkill_of_the_launcher_mid_run_takes_every_rank_and_the_cli_says_so(studio_home, tmp_path):
     run_ = CliRun(tmp_path, *TRAIN)
     run_.wait_training()
@@ -77,6 +79,7 @@ def test_sigkill_of_the_launcher_mid_run_takes_every_rank_and_the_cli_says_so(st
     print(f"ranks gone {took:.2f} s after the launcher's SIGKILL")
 
 
+@pytest.mark.posix_only("kills the launcher with SIGKILL; Windows ends it with TerminateProcess")
 def test_sigkill_of_the_launcher_takes_a_user_scripts_ranks_too(studio_home, tmp_path):
     """A user's script runs no code of ours in its loop: its ranks die with the launcher all the same (the
     parent-death signal), and the children they started, which that signal does not reach, are ended by the
@@ -146,6 +149,7 @@ def _stubborn_children(run_: CliRun) -> list[int] | None:
     return pids if len(pids) == 2 else None
 
 
+@pytest.mark.posix_only("kills the launcher with SIGKILL; Windows ends it with TerminateProcess")
 def test_sigkill_of_the_launcher_while_ranks_still_start_takes_them_too(studio_home, tmp_path):
     run_ = CliRun(tmp_path, *TRAIN)  # returns as soon as both ranks are recorded: they are still importing
     os.kill(run_.record.launcher_pid, signal.SIGKILL)
@@ -247,6 +251,7 @@ def test_a_stall_the_watchdog_reports_ends_the_run_as_failed_with_its_findings(s
     assert not processes_of(studio_home)
 
 
+@pytest.mark.posix_only("kills the launcher with SIGKILL; Windows ends it with TerminateProcess")
 def test_ranks_that_outlive_their_launcher_are_stopped_by_the_cli_which_says_so(studio_home, tmp_path, monkeypatch):
     """The CLI's own check of the recorded ranks, for when both lines fail (here: through their seam)."""
     monkeypatch.setenv("DDPSTUDIO_NO_LIFELINE", "1")

@@ -168,7 +168,7 @@ def test_a_tqdm_bar_is_read_at_every_update_and_a_test_line_is_an_evaluation(stu
         assert len(bar_lines) == 1 and "8/8" in bar_lines[0]  # the log keeps the bar's final state only
 
 
-@pytest.mark.parametrize("how", ["stop", "finish"])
+@pytest.mark.parametrize("how", [pytest.param("stop", marks=pytest.mark.posix_only("SIGINT to a child; Windows needs CTRL_C_EVENT and a shared console")), "finish"])
 def test_every_process_of_the_run_ends_even_a_child_that_ignores_sigterm(studio_home, how):
     """Issue 11 §5: a rank's child that ignores SIGTERM (or outlives its finished rank) is ended with the run."""
     import psutil

@@ -65,6 +65,7 @@ def test_a_rank_stops_by_keyboard_interrupt_when_the_stop_file_appears(tmp_path)
     assert time.monotonic() - t0 < 2.0
 
 
+@pytest.mark.posix_only("dies by SIGINT; Windows exits with STATUS_CONTROL_C_EXIT")
 def test_a_stop_asked_before_the_rank_started_stops_it_at_once(tmp_path):
     stop = tmp_path / "stop-ranks"
     stop.touch()
@@ -124,6 +125,7 @@ def stopped_through_the_file(workload: list[str]):
     ["--max-steps", "100000", *TINY],  # the built-in recipe watches the file itself
     ["--script", str(SCRIPTS / "env_style.py"), "--script-style", "env", "--", "100000"],  # through the rank helper
 ], ids=["recipe", "user script"])
+@pytest.mark.posix_only("SIGINT to a child; Windows needs CTRL_C_EVENT and a shared console")
 def test_a_real_run_stops_through_the_file_channel(studio_home, workload):
     """The launcher and two real Gloo ranks, with the POSIX tree asking the Windows way."""
     evs, _ = stopped_through_the_file(workload)
@@ -140,6 +142,7 @@ def test_a_real_run_stops_through_the_file_channel(studio_home, workload):
 
 
 @pytest.mark.slow
+@pytest.mark.posix_only("SIGINT to a child; Windows needs CTRL_C_EVENT and a shared console")
 def test_a_script_rank_that_errors_because_its_peer_stopped_first_is_part_of_the_stop(studio_home):
     """Rank 1 leaves at once on the stop; rank 0 finishes its step, meets the gone peer and exits 1 (real
     Gloo): the run was stopped, not failed (CI once called such a stop a failure)."""

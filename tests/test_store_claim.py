@@ -144,6 +144,7 @@ dist.init_process_group(a.dist_backend, init_method=a.dist_url, rank=a.rank, wor
 '''
 
 
+@pytest.mark.posix_only("kills the launcher with SIGKILL; Windows ends it with TerminateProcess")
 def test_relaunch_after_only_the_launcher_died_stops_its_live_ranks_first(studio_home, tmp_path, monkeypatch):
     """Ranks whose launcher is gone (here: an older launcher without the lifeline, through its seam) are
     stopped by the pre-launch check even before they have created the store file, and it says so."""

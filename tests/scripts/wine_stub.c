@@ -9,7 +9,9 @@
  *   uv.exe pip install --python P .. P\..\..\Lib\site-packages\ddpstudio\__init__.py
  *   python.exe -m ddpstudio.bootstrap setup --root R ...
  *                                    exits with %STUB_BOOTSTRAP_EXIT% (default 0); on 0, R\env\ like a setup
- *   python.exe --hold FILE RELEASE   opens FILE without delete sharing, writes FILE.held, waits for RELEASE
+ *   python.exe --hold FILE RELEASE [N]
+ *                                    opens FILE (and FILE.1 .. FILE.N-1) without delete sharing,
+ *                                    writes FILE.held, waits for RELEASE
  *
  * The role comes from this program's own file name. Build:
  *   x86_64-w64-mingw32-gcc -municode -O2 -o uv.exe wine_stub.c
@@ -109,22 +111,28 @@ static int as_uv(int argc, wchar_t **argv) {
     return 0;
 }
 
-static int hold(const wchar_t *file, const wchar_t *release) {
-    wchar_t marker[MAX_PATH];
-    /* No FILE_SHARE_DELETE: deleting or renaming FILE fails while we run, as with a training run's open file. */
-    HANDLE h = CreateFileW(file, GENERIC_READ | GENERIC_WRITE, FILE_SHARE_READ, NULL, OPEN_ALWAYS, 0, NULL);
-    if (h == INVALID_HANDLE_VALUE) return 5;
+static int hold(const wchar_t *file, const wchar_t *release, int count) {
+    wchar_t marker[MAX_PATH], path[MAX_PATH];
+    HANDLE handles[256];
+    if (count < 1 || count > 256) return 2;
+    for (int i = 0; i < count; i++) {
+        if (i == 0) wcsncpy(path, file, MAX_PATH - 1), path[MAX_PATH - 1] = 0;
+        else swprintf(path, MAX_PATH, L"%ls.%d", file, i);
+        /* No FILE_SHARE_DELETE: deleting or renaming it fails while we run, as with a training run's open file. */
+        handles[i] = CreateFileW(path, GENERIC_READ | GENERIC_WRITE, FILE_SHARE_READ, NULL, OPEN_ALWAYS, 0, NULL);
+        if (handles[i] == INVALID_HANDLE_VALUE) return 5;
+    }
     swprintf(marker, MAX_PATH, L"%ls.held", file);
     FILE *f = _wfopen(marker, L"wb");
     if (f) fclose(f);
     for (int i = 0; i < 1200 && GetFileAttributesW(release) == INVALID_FILE_ATTRIBUTES; i++) Sleep(100);
-    CloseHandle(h);
+    for (int i = 0; i < count; i++) CloseHandle(handles[i]);
     return 0;
 }
 
 static int as_python(int argc, wchar_t **argv) {
     wchar_t dir[MAX_PATH], code[16];
-    if (argc > 3 && !wcscmp(argv[1], L"--hold")) return hold(argv[2], argv[3]);
+    if (argc > 3 && !wcscmp(argv[1], L"--hold")) return hold(argv[2], argv[3], argc > 4 ? _wtoi(argv[4]) : 1);
     if (argc > 3 && !wcscmp(argv[1], L"-m") && !wcscmp(argv[2], L"ddpstudio.bootstrap") && !wcscmp(argv[3], L"setup")) {
         int exit_code = GetEnvironmentVariableW(L"STUB_BOOTSTRAP_EXIT", code, 16) ? _wtoi(code) : 0;
         const wchar_t *root = option(argc, argv, L"--root");
