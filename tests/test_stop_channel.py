@@ -158,6 +158,22 @@ def test_a_script_rank_that_errors_because_its_peer_stopped_first_is_part_of_the
     assert not processes_of(studio_home)
 
 
+@pytest.mark.slow
+@pytest.mark.posix_only("dies by SIGINT; Windows exits with STATUS_CONTROL_C_EXIT")
+def test_a_script_rank_whose_teardown_would_hang_still_ends_by_the_stop(studio_home):
+    """The stop's KeyboardInterrupt goes uncaught in a script whose interpreter teardown never ends (as a
+    Gloo group's can once a peer is gone): the rank helper ends it as Python would, its atexit handlers
+    run, it dies by SIGINT, and the launcher's SIGKILL after the grace period is never needed."""
+    evs, returncode = stopped_through_the_file(["--script", str(SCRIPTS / "slow_teardown.py"),
+                                                "--script-style", "env"])
+    codes = {e.rank: e.get("exit_code") for e in of_type(evs, "rank_exited")}
+    assert codes == {0: -signal.SIGINT, 1: -signal.SIGINT}, codes
+    ran = {e.rank for e in of_type(evs, "log") if e.get("line") == "atexit handler ran"}
+    assert ran == {0, 1}
+    assert final(evs).get("state") == "stopped" and returncode == 3
+    assert not processes_of(studio_home)
+
+
 @pytest.mark.posix_only("dies by SIGINT; Windows exits with STATUS_CONTROL_C_EXIT")
 def test_a_recipe_rank_whose_collective_fails_after_the_stop_ends_as_stopped(tmp_path):
     """The built-in recipe, asked to stop, then failing because a peer left first: it ends by SIGINT, as a

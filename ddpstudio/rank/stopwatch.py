@@ -22,6 +22,7 @@ POLL_S = 0.2
 CONTROL_C_EXIT = 0xC000013A - (1 << 32)
 _started: threading.Thread | None = None
 _asked = threading.Event()  # the stop file was seen: what fails from now on fails because of the stop
+_uncaught = threading.Event()  # and the script let the interrupt go uncaught: it ends after its exit handlers
 
 
 def asked() -> bool:
@@ -54,6 +55,35 @@ def _poll(path: str, poll_s: float) -> None:
             _asked.set()
             _thread.interrupt_main()
             return
+
+
+def end_promptly_when_interrupted() -> None:
+    """A script that lets the stop's KeyboardInterrupt go uncaught ends as Python would end it (the
+    traceback, its ``atexit`` handlers, death by SIGINT), but without the interpreter's teardown after that.
+
+    Tearing down a Gloo group whose peer has already gone can outlast the launcher's grace period; the
+    rank was then killed (SIGKILL) although it had taken the stop. So: an ``excepthook`` notes that the
+    stop's interrupt went uncaught (and passes it on: torch's own hook, installed by init_process_group,
+    prints it with the rank's prefix), and an ``atexit`` handler registered now, which therefore runs after
+    every handler the script registers later, ends the process. The rank helper installs this for user
+    scripts (rank/helper/sitecustomize.py); the built-in recipe catches the interrupt itself.
+    """
+    import atexit
+    import sys
+
+    previous = sys.excepthook
+
+    def hook(kind, value, tb) -> None:
+        if issubclass(kind, KeyboardInterrupt) and asked():
+            _uncaught.set()
+        previous(kind, value, tb)
+
+    def end_now() -> None:
+        if _uncaught.is_set():
+            exit_interrupted()
+
+    sys.excepthook = hook
+    atexit.register(end_now)
 
 
 def exit_interrupted() -> None:

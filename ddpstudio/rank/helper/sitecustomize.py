@@ -84,7 +84,9 @@ def _watch_for_stop():
     if not path:
         return
     try:
-        _load("stopwatch").watch(path)
+        stopwatch = _load("stopwatch")
+        stopwatch.watch(path)
+        stopwatch.end_promptly_when_interrupted()
     except Exception as exc:
         _warn("could not watch for the stop file (a stop ends this rank the hard way)", exc)
 

@@ -1,0 +1,117 @@
+"""How a launcher's run ends: its one outcome, result.json, and one ``run_finished``.
+
+Part of :class:`ddpstudio.core.launch.launcher.Launcher` (a mixin over its
+state). ``_finish`` turns what happened (the earliest failure, a stall, a
+stop, or a clean exit judged by ``outcome.judge`` for user scripts) into the
+run's state; a full or read-only disk is the root cause when it is one;
+``crashed`` is the way out when the launcher's own code fails: every rank
+is killed and the stream still ends with exactly one ``run_finished``.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+import traceback
+from pathlib import Path
+
+from ddpstudio.core import protocol
+from ddpstudio.core.launch.diskguard import DiskProblem, probe
+from ddpstudio.core.launch.endings import extra, failed_event
+from ddpstudio.core.launch.outcome import judge
+from ddpstudio.core.launch.rankproc import RunState
+from ddpstudio.core.launch.rootcause import RankFailure
+
+
+class RunEnding:
+    """The launcher's ending; expects the attributes :class:`Launcher` sets up."""
+
+    def _finish(self) -> RunState:
+        if self.spawned is not None and not self.failures and not self.stop_requested.is_set():
+            self.failures += self.spawned.failures(self.platform)  # the script ignored a failed rank
+        causes = self.failures + ([self.stall] if self.stall else [])
+        root = self._disk_root(min(causes, key=lambda f: f.t) if causes else None)
+        if root is not None:
+            self.state = RunState.FAILED
+        elif self.stop_requested.is_set():
+            self.state = RunState.STOPPED
+        else:
+            self.state = RunState.FINISHED
+        verdict = None
+        # Exited 0: but did it train, and together? (Spawn style: once the ranks the script started have
+        # joined a group, they did; their steps are not the script process's own.)
+        if self.plan.script is not None and self.state is RunState.FINISHED and (
+                self.spawned is None or self.world_seen is None):
+            verdict = judge(self.ranks, self.plan.world_size)
+            self.state = RunState(verdict.outcome)
+        duration = time.time() - self.t0
+        result = {"run_id": self.plan.run_id, "state": self.state.value, "duration_s": duration,
+                  "root_cause": root.to_dict() if root else None,
+                  "summary": root.summary() if root else (verdict.summary if verdict else None),
+                  "stop_reason": self.stop_reason or None,
+                  "exit_codes": {str(r.rank): r.exit_code for r in self.ranks}, "world_size": self.world_seen}
+        if verdict is not None and verdict.last_output:
+            result["last_output"] = verdict.last_output
+        self.run.write_json(self.run.result, result)
+        if self.plan.store_path and not self.plan.store_is_fixed:
+            # A fresh store is ours alone; once every rank is gone it is only a hazard.
+            Path(self.plan.store_path).unlink(missing_ok=True)
+        self._record_end()
+        self.release_claim()
+        self._finished = True
+        self.emit(protocol.make_event(protocol.RUN_FINISHED, state=self.state.value, duration_s=duration,
+                                      root_cause=result["root_cause"], summary=result["summary"],
+                                      run_dir=self.plan.run_dir, world_size=self.world_seen,
+                                      **extra(result, "last_output")))
+        self.tree.close()
+        if self._history is not None:
+            self._history.close()
+        if self._merged is not None:
+            self._merged.close()
+        return self.state
+
+    def crashed(self, exc: BaseException) -> RunState:
+        """The launcher's own code failed: kill every rank, and still end the stream with one run_finished."""
+        message = f"the launcher itself failed ({type(exc).__name__}: {exc}); every rank was stopped"
+        traceback.print_exc(file=sys.stderr)
+        self.tree.kill()
+        deadline = time.monotonic() + 10
+        for r in self.ranks:
+            try:
+                r.proc.wait(max(0.1, deadline - time.monotonic()))  # type: ignore[attr-defined]
+            except Exception:
+                pass
+        if self._finished:
+            return self.state
+        try:
+            self.emit(protocol.make_event(protocol.ERROR, message=message))
+            self.failures.append(RankFailure(-1, None, time.time(), message,
+                                             traceback.format_exception(exc)[-15:]))
+            self._killed, self.state = True, RunState.STOPPING
+            self._reap()
+            return self._finish()
+        except Exception:
+            traceback.print_exc(file=sys.stderr)
+            self.release_claim()
+            if not self._finished:
+                self._finished = True
+                self.emit(failed_event(message, self.plan.run_dir))
+            return RunState.FAILED
+
+    def _disk_trouble(self, problem: DiskProblem | None) -> None:
+        """A full or read-only run folder ends the run as failed, with the disk as the root cause."""
+        if problem is None or self.disk is not None or self.state.value in protocol.EXIT_CODES:
+            return  # nothing new, or the run is already over
+        self.disk = problem
+        self.failures.append(RankFailure(-1, None, time.time(), problem.message))
+        self.emit(protocol.make_event(protocol.ERROR, message=problem.message))
+
+    def _disk_root(self, root: RankFailure | None) -> RankFailure | None:
+        """When a run fails on a disk that can take no more, the disk is the root cause (ranks die of it too)."""
+        if self.disk is not None:
+            return next(f for f in self.failures if f.message == self.disk.message)
+        found = probe(self.run.root) if root is not None else None
+        if found is None:
+            return root
+        self.disk = found
+        return RankFailure(-1, None, root.t, f"{found.message} ({root.summary()})", root.traceback_tail)

@@ -1,0 +1,41 @@
+"""How a launcher's event stream ends when no run could: the one ``run_finished`` the protocol promises.
+
+``refuse``: nothing was started (a bad plan, a claimed store path): one
+``ddpstudio: error:`` line on stderr, a failed ``run_finished`` on stdout,
+exit 2. ``failed_event``: the same ending for a launcher whose own code
+failed after it had started ranks (``Launcher.crashed``).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import TextIO
+
+from ddpstudio.core import protocol
+
+EXIT_REFUSED = 2  # bad plan, or the store path is claimed: nothing was started
+
+
+def extra(result: dict, *keys: str) -> dict:
+    """The optional fields of result.json that run_finished also carries."""
+    return {k: result[k] for k in keys if k in result}
+
+
+def failed_event(message: str, run_dir: str | None = None) -> protocol.Event:
+    return protocol.make_event(protocol.RUN_FINISHED, state=protocol.FAILED, duration_s=0.0,
+                               root_cause={"rank": -1, "exit_code": None, "t": time.time(), "message": message,
+                                           "traceback_tail": []},
+                               summary=message, run_dir=run_dir)
+
+
+def refuse(message: str, run_dir: str | None = None, out: TextIO | None = None) -> int:
+    """Nothing was started: one error line on stderr, and the stream's one run_finished (failed). Exit 2."""
+    print(f"ddpstudio: error: {message}", file=sys.stderr)
+    out = out or sys.stdout
+    try:
+        out.write(failed_event(message, run_dir).to_line() + "\n")
+        out.flush()
+    except (OSError, ValueError):
+        pass
+    return EXIT_REFUSED

@@ -1,0 +1,100 @@
+"""What the ranks say, read into the launcher: events, output lines, scraped and reported steps.
+
+Part of :class:`ddpstudio.core.launch.launcher.Launcher` (a mixin over its
+state): each poll reads every rank's events file and its stdout/stderr
+tails, notes what a rank has shown (joined, trained, an error and when),
+emits the events and log lines, turns printed losses of user scripts into
+steps (counted once when also reported) and, for a spawn-style script, the
+ranks it started.
+"""
+
+from __future__ import annotations
+
+import time
+
+from ddpstudio.core import protocol
+from ddpstudio.core.launch.outcome import copies_warning
+from ddpstudio.core.launch.rankproc import RankProc
+
+
+class RankIntake:
+    """The launcher's reading side; expects the attributes :class:`Launcher` sets up."""
+
+    def _pump(self, final: bool = False) -> None:
+        for r in self.ranks:
+            self._pump_rank(r, final)
+        if self.spawned is not None:
+            for ev in self.spawned.pump(final):
+                self.emit(ev)
+                if ev.type == protocol.RANK_STARTED and self._history is not None:
+                    self._history.watch(self.spawned.rank_pids())  # load per spawned rank, not the script's
+            if self.spawned.all_joined():
+                for r in self.ranks:
+                    r.joined = True  # every rank the script started has joined: no stall to watch
+        if self.steps is not None:
+            self._emit_all(self.steps.settle())
+
+    def _pump_rank(self, r: RankProc, final: bool) -> None:
+        for line in r.events.read_lines(final):
+            for ev in r.parser.feed(line):
+                r.speaks = r.speaks or ev.type != protocol.RANK_WATCHED  # the helper's, not the script's
+                if ev.type == protocol.RANK_WATCHED:
+                    r.watched = True
+                elif ev.type == protocol.RANK_JOINED:
+                    r.joined = r.in_group = True
+                elif ev.type == protocol.STEP:
+                    r.reports_steps = True
+                    self._trained(r)
+                elif ev.type == protocol.ERROR and r.error_t is None:
+                    r.error_t = ev.t
+                self.emit(ev)
+                if ev.type == protocol.STEP and self.steps is not None:
+                    self.steps.reported(ev)
+        if self.steps is not None:  # after the events file: a step it reported is not counted again
+            self._emit_all(self.steps.release(r.rank, time.monotonic()))
+        # stderr first: progress bars (tqdm) draw there, summaries are printed after them to stdout.
+        for stream, tail in (("stderr", r.err), ("stdout", r.out)):
+            for line, redrawn in tail.read_segments(final):
+                if not redrawn:  # a progress bar's intermediate updates are read, not logged
+                    if stream == "stderr":
+                        r.stderr.add(line)
+                    if line.strip():
+                        r.last.append(line)
+                    self.emit(protocol.make_event(protocol.LOG, rank=self._tag(r), stream=stream, line=line))
+                if r.scraper is not None and not r.reports_steps:
+                    self._scraped(r, r.scraper.feed(line))
+        if final and self.steps is not None:
+            self._emit_all(self.steps.release(r.rank, time.monotonic(), final=True))
+        self._warn_copies()
+
+    def _emit_all(self, events: list[protocol.Event]) -> None:
+        for ev in events:
+            self.emit(ev)
+
+    def _trained(self, r: RankProc) -> None:
+        """A training step: the rank trains; without the helper watching it, it has joined too (the fallback)."""
+        r.trained = True
+        if not r.watched:
+            r.joined = True
+
+    def _warn_copies(self) -> None:
+        """Every rank trains and none initialised a process group: say so once, while it trains."""
+        if self._copies_warned or self.plan.script is None or self.spawned is not None:
+            return
+        message = copies_warning(self.ranks, self.plan.world_size)
+        if message is not None:
+            self._copies_warned = True
+            self.emit(protocol.make_event(protocol.WARNING, message=message))
+
+    def _scraped(self, r: RankProc, found) -> None:
+        if found is None:
+            return
+        if found.eval:
+            ev = protocol.make_event(protocol.EVAL, rank=r.rank, step=found.step, loss=found.loss, source="scraped")
+        else:
+            self._trained(r)
+            ev = protocol.make_event(protocol.STEP, rank=r.rank, step=found.step, loss=found.loss, source="scraped")
+        if self.steps is not None:
+            self.steps.scraped(ev, time.monotonic())  # emitted once it is known not to be reported too
+        else:  # spawn style: the script's own process, outside the ranks it starts
+            self.emit(ev)

@@ -1,0 +1,58 @@
+"""A rank process as the launcher sees it, and the run's states.
+
+``RankProc`` is what the launcher keeps per rank: the process, the tails of
+its events/stdout/stderr files, what it has said so far (joined, trained,
+reported steps, its last lines) and how it ended.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import deque
+from dataclasses import dataclass, field
+from typing import IO
+
+from ddpstudio.core import protocol
+from ddpstudio.core.launch.lossparse import LossScraper
+from ddpstudio.core.launch.outcome import LAST_LINES
+from ddpstudio.core.launch.rootcause import StderrTail
+from ddpstudio.core.launch.tail import LineTail
+
+
+class RunState(enum.Enum):
+    STARTING = "starting"
+    RUNNING = "running"
+    STOPPING = "stopping"
+    FINISHED = protocol.FINISHED
+    FAILED = protocol.FAILED
+    STOPPED = protocol.STOPPED
+    NOTHING_TRAINED = protocol.NOTHING_TRAINED
+    NOT_DISTRIBUTED = protocol.NOT_DISTRIBUTED
+
+
+@dataclass
+class RankProc:
+    rank: int
+    proc: object
+    events: LineTail
+    out: LineTail
+    err: LineTail
+    files: list[IO]
+    parser: protocol.EventParser = field(default_factory=protocol.EventParser)
+    stderr: StderrTail = field(default_factory=StderrTail)
+    scraper: LossScraper | None = None
+    joined: bool = False
+    reports_steps: bool = False
+    speaks: bool = False  # wrote protocol events (the reporter): its silence at the rendezvous means a stall
+    exit_code: int | None = None
+    error_t: float | None = None
+    created: float | None = None  # create time: with the pid, identifies the rank in the registry
+    # Seen from inside (issue 11): the rank helper watches it, so it joins by rank_joined only, never
+    # by a first printed loss (a script that logs on rank 0 only has silent ranks that did join).
+    watched: bool = False
+    in_group: bool = False  # said rank_joined: initialised its process group
+    trained: bool = False  # reported or printed a training step
+    last: deque = field(default_factory=lambda: deque(maxlen=LAST_LINES))  # its last output lines
+
+    def last_lines(self) -> list[str]:
+        return list(self.last)
