@@ -142,6 +142,11 @@ def result(proc: subprocess.Popen, helper: bool, args: argparse.Namespace) -> di
             "main_thread_ms": float(account.group(2)), "calls_per_step": float(account.group(3))}
 
 
+def _per_step_share(run: dict, args: argparse.Namespace) -> float:
+    """The helper threads' CPU time per step (over every step, warm-up included) over the median step time."""
+    return run["helper_thread_ms"] / (args.warmup + args.steps) / run["step_ms"]
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--repeats", type=int, default=5, help="pairs of launches (on and off side by side)")
@@ -167,14 +172,16 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n{args.model}, 2 ranks, Gloo on the CPU, batch 16 per rank, 32x32, {args.steps} measured steps after "
           f"{args.warmup}, rank 0's median step time per launch; {len(pairs)} pairs, each pair side by side")
     print("| pair | step on/off (ms) | ratio | CPU per step on/off (ms) | ratio | import torch on/off (ms) "
-          "| init on/off (ms) | helper calls per step | helper threads' CPU / training thread's |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          "| init on/off (ms) | helper calls per step | helper threads' CPU / training thread's "
+          "| helper threads' CPU per step / step time |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for i, pair in enumerate(pairs, 1):
         on, off = pair[True], pair[False]
         print(f"| {i} | {on['step_ms']:.2f} / {off['step_ms']:.2f} | {on['step_ms'] / off['step_ms']:.3f} | "
               f"{on['cpu_ms']:.2f} / {off['cpu_ms']:.2f} | {on['cpu_ms'] / off['cpu_ms']:.3f} | "
               f"{on['import_ms']:.0f} / {off['import_ms']:.0f} | {on['init_ms']:.0f} / {off['init_ms']:.0f} | "
-              f"{on['calls_per_step']:g} | {100 * on['helper_thread_ms'] / on['main_thread_ms']:.3f}% |")
+              f"{on['calls_per_step']:g} | {100 * on['helper_thread_ms'] / on['main_thread_ms']:.3f}% | "
+              f"{100 * _per_step_share(on, args):.4f}% |")
     if pairs:
         wall = statistics.median(p[True]["step_ms"] / p[False]["step_ms"] for p in pairs)
         cpu = statistics.median(p[True]["cpu_ms"] / p[False]["cpu_ms"] for p in pairs)
@@ -184,11 +191,12 @@ def main(argv: list[str] | None = None) -> int:
               f"median extra import time with the helper: {imp:+.0f} ms (once per rank)")
         on = [p[True] for p in pairs]
         share = max(100 * r["helper_thread_ms"] / r["main_thread_ms"] for r in on)
+        per_step = max(100 * _per_step_share(r, args) for r in on)
         calls = max(r["calls_per_step"] for r in on)
         print("\nCounted directly in each helper-on launch (rank 0; not disturbed by the machine's load): "
               f"calls into DDP Studio code per training step, at most {calls:g}; CPU time of DDP Studio's "
-              f"own threads (stop watcher, lifeline) over the measured steps, at most {share:.4f}% of the "
-              "training thread's CPU time")
+              f"own threads (stop watcher, lifeline) over the steps, at most {share:.4f}% of the training "
+              f"thread's CPU time and at most {per_step:.4f}% of the step time")
     return 0 if pairs else 1
 
 

@@ -56,3 +56,34 @@ def test_a_second_ctrl_c_during_the_stop_still_ends_with_exit_3(studio_home):
             break
     # Impatient: again and again, every 0.15 s while the ranks are being stopped and as the CLI exits.
     _assert_stopped_cleanly(cli, _interrupt(cli, 0, *[0.15] * 12), studio_home)
+
+
+
+def _main_with(command_body: str) -> subprocess.CompletedProcess:
+    """``ddpstudio run`` through the real ``cli.main``, its command replaced by ``command_body``."""
+    code = ("import signal, sys\n"
+            "from ddpstudio.cli import main as cli\n"
+            "def command(argv=None):\n" + command_body +
+            "cli._main = command\n"
+            "sys.exit(cli.main(['run']))\n")
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          stdin=subprocess.DEVNULL)
+
+
+def test_ctrl_c_that_a_library_swallows_and_turns_into_another_error_still_ends_as_stopped():
+    """The interrupt hit a library's import, which swallowed it and then failed otherwise (numpy under
+    torch's import, seen once: "ImportError: cannot load module more than once per process", exit 1 with a
+    traceback). The user asked to stop: exit 3, one line, no traceback."""
+    res = _main_with("    try:\n"
+                     "        signal.raise_signal(signal.SIGINT)  # Ctrl+C, in the middle of a library's import\n"
+                     "    except KeyboardInterrupt:\n"
+                     "        pass  # the library swallows it\n"
+                     "    raise ImportError('cannot load module more than once per process')\n")
+    assert res.returncode == STOPPED, res.stderr
+    assert "Traceback" not in res.stderr and "ddpstudio: stopped (Ctrl+C)" in res.stderr
+
+
+def test_an_error_without_ctrl_c_is_not_called_a_stop():
+    res = _main_with("    raise ImportError('a real import error')\n")
+    assert res.returncode == 1 and "ImportError: a real import error" in res.stderr
+    assert "stopped" not in res.stderr

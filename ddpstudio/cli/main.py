@@ -45,16 +45,41 @@ def gui_main() -> int:
 
 
 EXIT_STOPPED = 3
+_interrupted = False  # Ctrl+C arrived while the default handling (ours, below) was in place
+
+
+def _on_ctrl_c(signum, frame) -> None:
+    """Python's own SIGINT handling (KeyboardInterrupt), remembering that the user asked to stop."""
+    global _interrupted
+    _interrupted = True
+    raise KeyboardInterrupt
 
 
 def main(argv: list[str] | None = None) -> int:
-    """The command line; Ctrl+C before a command has its own handler in place ends it quietly (exit 3)."""
+    """The command line; Ctrl+C before a command has its own handler in place ends it quietly (exit 3).
+
+    Also when the interrupt surfaces as another error: a library whose import it hit can swallow it and
+    fail afterwards (seen once at 1.0 s: numpy's extension, half initialised under torch's import, then
+    "ImportError: cannot load module more than once per process" and a traceback with exit 1).
+    """
+    import signal
+
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, _on_ctrl_c)
     try:
         return _main(argv)
     except KeyboardInterrupt:
-        print("\nddpstudio: stopped (Ctrl+C)", file=sys.stderr)
-        _exit_now(EXIT_STOPPED)
-        return EXIT_STOPPED
+        return _stopped()
+    except Exception:
+        if _interrupted:
+            return _stopped()
+        raise
+
+
+def _stopped() -> int:
+    print("\nddpstudio: stopped (Ctrl+C)", file=sys.stderr)
+    _exit_now(EXIT_STOPPED)
+    return EXIT_STOPPED
 
 
 def _exit_now(code: int) -> None:
