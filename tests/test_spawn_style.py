@@ -105,6 +105,19 @@ def test_each_childs_output_and_losses_are_its_own_ranks(tutorial):
     assert first[1] > 3 * first[0]  # rank 1 trains towards a target twice as far: one curve each, not merged
 
 
+def test_the_ranks_steps_give_the_global_mean_once_the_ranks_say_how_many_they_are(tutorial):
+    """Spawn style too: the run's curve is the mean over the spawned ranks by step (the world size comes
+    from their rank_joined, not from the plan)."""
+    _, evs = tutorial
+    by_rank = {rank: {e.get("step"): e.get("loss") for e in of_type(evs, protocol.STEP) if e.rank == rank}
+               for rank in (0, 1)}
+    means = {e.get("step"): e for e in of_type(evs, protocol.GLOBAL_STEP)}
+    assert sorted(means) == [1, 2, 3, 4, 5]
+    for step, ev in means.items():
+        assert ev.get("ranks") == 2 and ev.get("source") == "script"
+        assert ev.get("loss") == pytest.approx((by_rank[0][step] + by_rank[1][step]) / 2)
+
+
 # -- the ImageNet example's structure: --multiprocessing-distributed --------------------------
 def test_the_blog_script_spawns_its_ranks_with_ranks_from_node_rank_and_gpu(blog):
     res, evs = blog

@@ -17,7 +17,8 @@ from PySide6.QtCore import QObject, QProcess, QTimer, Signal, Slot
 
 from ddpstudio.core import protocol
 from ddpstudio.core.launch.commands import console_python
-from ddpstudio.core.launch.launcher import EXIT_REFUSED, RunState
+from ddpstudio.core.launch.endings import EXIT_REFUSED
+from ddpstudio.core.launch.launcher import RunState
 from ddpstudio.core.plan import Plan
 from ddpstudio.core.platform import Platform, current
 from ddpstudio.core.policy import plan_file

@@ -15,6 +15,7 @@ import time
 from ddpstudio.core import protocol
 from ddpstudio.core.launch.outcome import copies_warning
 from ddpstudio.core.launch.rankproc import RankProc
+from ddpstudio.core.launch.scriptsteps import ScriptSteps
 
 
 class RankIntake:
@@ -28,11 +29,27 @@ class RankIntake:
                 self.emit(ev)
                 if ev.type == protocol.RANK_STARTED and self._history is not None:
                     self._history.watch(self.spawned.rank_pids())  # load per spawned rank, not the script's
+                elif ev.type == protocol.STEP:
+                    self._spawned_step(ev)
             if self.spawned.all_joined():
                 for r in self.ranks:
                     r.joined = True  # every rank the script started has joined: no stall to watch
-        if self.steps is not None:
-            self._emit_all(self.steps.settle())
+        self._settle_means(final=False)
+
+    def _spawned_step(self, ev: protocol.Event) -> None:
+        """Spawn style: a spawned rank's step goes into the mean over ranks once the ranks have said how many
+        they are (``rank_joined``'s world size; a rank joins before it trains). spawned.py already counts a
+        step both printed and reported once, so every step arrives here as the rank's own."""
+        if self.spawn_mean is None and self.world_seen:
+            self.spawn_mean = ScriptSteps(self.world_seen)
+        if self.spawn_mean is not None:
+            self.spawn_mean.reported(ev)
+
+    def _settle_means(self, final: bool) -> None:
+        """The global steps now complete (a script's: the mean over its ranks by step)."""
+        for steps in (self.steps, self.spawn_mean):
+            if steps is not None:
+                self._emit_all(steps.settle(final=final))
 
     def _pump_rank(self, r: RankProc, final: bool) -> None:
         for line in r.events.read_lines(final):

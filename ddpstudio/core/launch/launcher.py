@@ -79,8 +79,9 @@ class Launcher(RankIntake, RunRecords, RunEnding):
         self.spawned = SpawnedRanks(self.run) if is_spawn_style(plan) else None
         self.world_seen: int | None = None  # the world size the ranks' process groups report
         # A script's steps: printed and reported ones counted once, and their mean over ranks (global_step).
-        # Spawn style: the world size is not known in advance, so no global mean (per-rank curves only).
         self.steps = ScriptSteps(plan.world_size) if plan.script is not None and self.spawned is None else None
+        # Spawn style: the world size is known once the ranks report it; the mean starts then (intake.py).
+        self.spawn_mean: ScriptSteps | None = None
         self._copies_warned = False
 
     # -- output --------------------------------------------------------------
@@ -178,8 +179,7 @@ class Launcher(RankIntake, RunRecords, RunEnding):
                 break
             self.stop_requested.wait(self.poll_s) if self.state is RunState.RUNNING else time.sleep(self.poll_s)
         self._pump(final=True)
-        if self.steps is not None:
-            self._emit_all(self.steps.settle(final=True))
+        self._settle_means(final=True)
         self._sweep()
         self._settle()
         return self._finish()
