@@ -55,6 +55,11 @@ def _on_ctrl_c(signum, frame) -> None:
     raise KeyboardInterrupt
 
 
+def interrupted_earlier() -> bool:
+    """Whether Ctrl+C came while Python's own handling was in place, even if a library swallowed it."""
+    return _interrupted
+
+
 def main(argv: list[str] | None = None) -> int:
     """The command line; Ctrl+C before a command has its own handler in place ends it quietly (exit 3).
 

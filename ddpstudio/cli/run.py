@@ -211,10 +211,15 @@ def _on_claimed_path(plan, args: argparse.Namespace) -> int:
 
 def _launch(plan, args: argparse.Namespace, session=None) -> int:
     """Start the launcher (or ``session``'s: the node launcher of 'ddpstudio host/join') and show the run."""
+    from ddpstudio.cli.main import interrupted_earlier
     from ddpstudio.cli.progress import ProgressView
     from ddpstudio.core.launch.aftermath import ranks_after_launcher_death
     from ddpstudio.core.launch.session import Session
 
+    if interrupted_earlier():
+        # Ctrl+C during planning that a library swallowed (torch's import can: 1 in 16 tries at 0.4-0.6 s
+        # went unnoticed and the run trained on): the user asked to stop, so nothing starts.
+        raise KeyboardInterrupt
     session = session or Session(plan)
     view = ProgressView(show_output=getattr(args, "show_output", "0")) if not args.json else None
     stopping = False
