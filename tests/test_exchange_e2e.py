@@ -17,6 +17,7 @@ import torch
 
 from ddpstudio.core import protocol
 from ddpstudio.rank.staged import STAGE_CPU_ENV
+from tests.conftest import seed_cache
 from tests.studio import SCRIPTS, ddpstudio, events, final, of_type
 
 pytestmark = pytest.mark.slow
@@ -43,9 +44,9 @@ def _recipe_run(home, mode: str, compression: str = "none") -> dict:
 
 
 @pytest.fixture(scope="module")
-def recipe_runs(tmp_path_factory):
+def recipe_runs(tmp_path_factory, warm_cache):
     """The same seeded run three ways: native, staged, staged + fp16 (about a minute on 2 cores)."""
-    home = tmp_path_factory.mktemp("exchange-home")
+    home = seed_cache(tmp_path_factory.mktemp("exchange-home"), warm_cache)
     return {key: _recipe_run(home, *key) for key in (("native", "none"), ("staged", "none"), ("staged", "fp16"))}
 
 
