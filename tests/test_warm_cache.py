@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 
+from tests.conftest import processes_of
 from tests.studio import ddpstudio
 
 
@@ -33,4 +34,4 @@ def test_a_cold_home_computes_the_same_cache_on_the_first_run(tmp_path, warm_cac
     res = ddpstudio("run", "--data", str(tmp_path / "nope"), env={**os.environ, "DDPSTUDIO_HOME": str(cold)})
     assert res.returncode == 2 and "does not exist" in res.stderr, res.stderr  # refused after the checks
     assert _cache(cold) == _cache(warm_cache.parent)
-    assert not (cold / "runs").exists()
+    assert not (cold / "runs").exists() and not processes_of(cold)
