@@ -22,6 +22,8 @@ def test_the_warm_cache_holds_the_model_list_and_resnet18s_verdict(warm_cache):
     import importlib.metadata
 
     version = importlib.metadata.version("torchvision")  # metadata only: torchvision stays unimported here
+    written = sorted(p.name for p in warm_cache.iterdir())
+    assert written == [f"torchvision-{version}-image-sizes.json", f"torchvision-{version}-models.json"], written
     models = json.loads((warm_cache / f"torchvision-{version}-models.json").read_text(encoding="utf-8"))
     assert models == sorted(models) and {"resnet18", "resnet50", "alexnet", "inception_v3"} <= set(models)
     sizes = json.loads((warm_cache / f"torchvision-{version}-image-sizes.json").read_text(encoding="utf-8"))
