@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -42,10 +44,40 @@ def pytest_collection_modifyitems(config, items) -> None:
             item.add_marker(pytest.mark.skip(reason=f"POSIX only: {mark.args[0] if mark.args else 'see the test'}"))
 
 
+# What check_request caches in the data folder: torchvision's model list and resnet18's verdict at the
+# default 32 pixels. Computing them imports torchvision (about 1.7 s on top of torch on an idle 2-core
+# machine, 3 s at load average 4) and builds the model on the meta device, in every `ddpstudio run` of a
+# fresh home.
+WARM_CACHE_CODE = ("from ddpstudio.core.validate import classification_models; "
+                   "from ddpstudio.core.imagesize import image_size_problem; "
+                   "classification_models(); image_size_problem('resnet18', 32)")
+
+
+@pytest.fixture(scope="session")
+def warm_cache(tmp_path_factory) -> Path:
+    """The data folder's ``cache`` as the first real ``ddpstudio run`` leaves it, computed once per session
+    by the product's own code in a child process (the pytest process stays free of torchvision)."""
+    home = tmp_path_factory.mktemp("warm-cache-home")
+    # Where torchvision cannot be imported the cache stays empty and every home starts cold, as before;
+    # test_warm_cache.py then fails, naming the missing file.
+    subprocess.run([PYTHON, "-c", WARM_CACHE_CODE], env={**os.environ, "DDPSTUDIO_HOME": str(home)},
+                   capture_output=True, timeout=300, stdin=subprocess.DEVNULL)
+    (home / "cache").mkdir(exist_ok=True)
+    return home / "cache"
+
+
+def seed_cache(home: Path, cache: Path) -> Path:
+    """Give a fresh DDP Studio home the warm cache, as a user's second launch finds it; returns ``home``.
+    Models and sizes not in it are still probed (and cached) by the run, as on a first launch."""
+    shutil.copytree(cache, Path(home) / "cache", dirs_exist_ok=True)
+    return Path(home)
+
+
 @pytest.fixture(autouse=True)
-def studio_home(tmp_path_factory, monkeypatch) -> Path:
-    """Every test gets its own data directory, so runs, stores and the registry never mix."""
-    home = tmp_path_factory.mktemp("home")
+def studio_home(tmp_path_factory, monkeypatch, warm_cache) -> Path:
+    """Every test gets its own data directory, so runs, stores and the registry never mix. It starts with
+    the warm cache (``seed_cache``); the cold path is each session's first probe and test_warm_cache.py."""
+    home = seed_cache(tmp_path_factory.mktemp("home"), warm_cache)
     monkeypatch.setenv("DDPSTUDIO_HOME", str(home))
     yield home
     leftovers = processes_of(home)

@@ -13,6 +13,7 @@ uv's cache (``UV_CACHE_DIR``, else ~/.cache/uv) makes repeat runs fast.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import platform
@@ -56,9 +57,11 @@ def base_python() -> str:
     return os.path.realpath(getattr(sys, "_base_executable", sys.executable))
 
 
-def pip_sources() -> list[str]:
+@functools.cache
+def _pip_sources() -> tuple[str, ...]:
     """pip's configured extra indexes and find-links as bootstrap flags (uv reads no pip config).
-    The first local index that carries torch becomes the torch index."""
+    The first local index that carries torch becomes the torch index. Read once (``pip config list``
+    costs about 0.7 s); the tests that need them take a fresh list."""
     out = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True, timeout=60).stdout
     values: dict[str, list[str]] = {"extra-index-url": [], "find-links": []}
     for line in out.splitlines():
@@ -81,7 +84,11 @@ def pip_sources() -> list[str]:
     # This machine's mirror splits one package's versions over several indexes (PySide6 6.11.3 is
     # only on the registry); uv otherwise takes the first index that has the name at all.
     flags += ["--index-strategy", "unsafe-best-match"]
-    return flags
+    return tuple(flags)
+
+
+def pip_sources() -> list[str]:
+    return list(_pip_sources())
 
 
 def child_env() -> dict[str, str]:

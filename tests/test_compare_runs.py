@@ -14,7 +14,7 @@ import sys
 import pytest
 from PySide6.QtCore import Qt
 
-from tests.conftest import processes_of
+from tests.conftest import processes_of, seed_cache
 from tests.studio import ddpstudio
 from ddpstudio.core import protocol
 from ddpstudio.core.cleanup import registry
@@ -29,9 +29,9 @@ STEPS = 5
 
 
 @pytest.fixture(scope="module")
-def three_runs(tmp_path_factory) -> tuple[str, list[str]]:
+def three_runs(tmp_path_factory, warm_cache) -> tuple[str, list[str]]:
     """The DDP Studio home of three finished real runs, and their folders in RUNS order."""
-    home = tmp_path_factory.mktemp("compare-home")
+    home = seed_cache(tmp_path_factory.mktemp("compare-home"), warm_cache)
     env = {**os.environ, "DDPSTUDIO_HOME": str(home)}
     procs = [subprocess.Popen([sys.executable, "-m", "ddpstudio", "run", "--demo", "--json", "--world-size", str(ws),
                                "--batch-size", str(batch), "--max-steps", str(STEPS), "--image-size", "32",

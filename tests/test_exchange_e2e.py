@@ -11,12 +11,16 @@ from __future__ import annotations
 import math
 import os
 import re
+import subprocess
+import sys
 
+import psutil
 import pytest
 import torch
 
 from ddpstudio.core import protocol
 from ddpstudio.rank.staged import STAGE_CPU_ENV
+from tests.conftest import processes_of, seed_cache
 from tests.studio import SCRIPTS, ddpstudio, events, final, of_type
 
 pytestmark = pytest.mark.slow
@@ -26,27 +30,45 @@ RECIPE = ["--max-steps", str(STEPS), "--batch-size", "8", "--image-size", "32", 
 FP16_RELATIVE_TOLERANCE = 0.25
 
 
-def _recipe_run(home, mode: str, compression: str = "none") -> dict:
+KEYS = (("native", "none"), ("staged", "none"), ("staged", "fp16"))
+
+
+def _start_recipe_run(home, mode: str, compression: str) -> subprocess.Popen:
     """One seeded run; staged copies its CPU buckets as it would CUDA ones (STAGE_CPU_ENV)."""
-    folder = home / f"ck-{mode}-{compression}"
-    res = ddpstudio("run", "--json", *RECIPE, "--grad-exchange", mode, "--grad-compression", compression,
-                    "--checkpoint-dir", str(folder),
-                    env={**os.environ, "DDPSTUDIO_HOME": str(home), STAGE_CPU_ENV: "1"})
-    assert res.returncode == 0, res.stderr + res.stdout[-3000:]
-    evs = events(res.stdout)
+    return subprocess.Popen(
+        [sys.executable, "-m", "ddpstudio", "run", "--json", *RECIPE, "--grad-exchange", mode,
+         "--grad-compression", compression, "--checkpoint-dir", str(home / f"ck-{mode}-{compression}")],
+        env={**os.environ, "DDPSTUDIO_HOME": str(home), STAGE_CPU_ENV: "1"}, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+
+
+def _recipe_result(home, proc: subprocess.Popen, mode: str, compression: str) -> dict:
+    out, err = proc.communicate(timeout=240)
+    assert proc.returncode == 0, err + out[-3000:]
+    evs = events(out)
     assert final(evs).get("state") == "finished"
     joined = {e.rank: (e.get("grad_exchange"), e.get("grad_compression")) for e in of_type(evs, protocol.RANK_JOINED)}
     assert joined == {0: (mode, compression), 1: (mode, compression)}
     losses = [e.get("loss") for e in of_type(evs, protocol.GLOBAL_STEP)]
-    state = torch.load(folder / "checkpoint.pt", map_location="cpu", weights_only=False)
+    state = torch.load(home / f"ck-{mode}-{compression}" / "checkpoint.pt", map_location="cpu", weights_only=False)
     return {"losses": losses, "model": state["model"], "started": of_type(evs, protocol.RUN_STARTED)[0]}
 
 
 @pytest.fixture(scope="module")
-def recipe_runs(tmp_path_factory):
-    """The same seeded run three ways: native, staged, staged + fp16 (about a minute on 2 cores)."""
-    home = tmp_path_factory.mktemp("exchange-home")
-    return {key: _recipe_run(home, *key) for key in (("native", "none"), ("staged", "none"), ("staged", "fp16"))}
+def recipe_runs(tmp_path_factory, warm_cache):
+    """The same seeded run three ways, side by side: native, staged, staged + fp16. Each rank computes on
+    one thread, so a run's numbers do not depend on what runs beside it."""
+    home = seed_cache(tmp_path_factory.mktemp("exchange-home"), warm_cache)
+    procs = {key: _start_recipe_run(home, *key) for key in KEYS}
+    try:
+        runs = {key: _recipe_result(home, proc, *key) for key, proc in procs.items()}
+    finally:
+        for proc in procs.values():
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+    assert not [p for p in processes_of(home) if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    return runs
 
 
 def _parameters(state: dict) -> dict[str, torch.Tensor]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -12,7 +13,7 @@ import pytest
 
 from ddpstudio.core import protocol
 from ddpstudio.core.launch.rundir import RunDir
-from tests.conftest import processes_of
+from tests.conftest import processes_of, seed_cache
 from tests.studio import SCRIPTS, TINY, ddpstudio, events, final, of_type
 
 pytestmark = pytest.mark.slow
@@ -39,12 +40,24 @@ def test_filestore_run_trains_both_ranks_and_loss_falls(studio_home):
     assert not Path(started.get("store_path")).exists(), "the fresh store file is removed after the run"
 
 
-def test_tcp_store_run(studio_home):
-    res = ddpstudio("run", "--json", "--store", "tcp", "--max-steps", "3", *TINY)
+@pytest.fixture(scope="module")
+def tcp_checkpoint_run(tmp_path_factory, warm_cache):
+    """One run feeds two tests: the TCP store, and the first half of checkpoint-then-resume
+    (which store the first run used does not matter to the resume)."""
+    home = seed_cache(tmp_path_factory.mktemp("tcp-home"), warm_cache)
+    ckpt = home / "ckpt"
+    res = ddpstudio("run", "--json", "--store", "tcp", "--max-steps", "4", "--checkpoint-dir", str(ckpt), *TINY,
+                    env={**os.environ, "DDPSTUDIO_HOME": str(home)})
+    assert not processes_of(home)
+    return home, ckpt, res
+
+
+def test_tcp_store_run(tcp_checkpoint_run):
+    _, _, res = tcp_checkpoint_run
     assert res.returncode == 0, res.stderr + res.stdout[-3000:]
     evs = events(res.stdout)
     assert of_type(evs, protocol.RUN_STARTED)[0].get("init_method").startswith("tcp://127.0.0.1:")
-    assert len(of_type(evs, protocol.GLOBAL_STEP)) == 3
+    assert len(of_type(evs, protocol.GLOBAL_STEP)) == 4
     assert final(evs).get("state") == "finished"
 
 
@@ -80,9 +93,9 @@ def test_reporter_events_replace_scraping(studio_home):
     assert len(steps) == 10 and all(e.get("source") is None and e.get("samples_per_s") == 100.0 for e in steps)
 
 
-def test_checkpoint_then_resume_continues_from_the_saved_step(studio_home, tmp_path):
-    ckpt = tmp_path / "ckpt"
-    first = ddpstudio("run", "--json", "--max-steps", "4", "--checkpoint-dir", str(ckpt), *TINY)
+def test_checkpoint_then_resume_continues_from_the_saved_step(tcp_checkpoint_run, monkeypatch):
+    home, ckpt, first = tcp_checkpoint_run
+    monkeypatch.setenv("DDPSTUDIO_HOME", str(home))
     assert first.returncode == 0, first.stderr + first.stdout[-3000:]
     saved = of_type(events(first.stdout), protocol.CHECKPOINT_SAVED)
     assert [e.get("step") for e in saved] == [4]
@@ -94,6 +107,7 @@ def test_checkpoint_then_resume_continues_from_the_saved_step(studio_home, tmp_p
     assert [e.get("step") for e in of_type(evs, protocol.GLOBAL_STEP)] == [5, 6, 7]
     assert any("resumed from" in (e.get("line") or "") for e in of_type(evs, protocol.LOG))
     assert [e.get("step") for e in of_type(evs, protocol.CHECKPOINT_SAVED)] == [7]
+    assert not processes_of(home)  # the fixture's home, not this test's
 
 
 def test_a_crashing_rank_stops_the_other_and_is_the_root_cause(studio_home):
