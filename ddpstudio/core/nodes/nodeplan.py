@@ -43,6 +43,7 @@ class NodeSpec:
     label: str  # this machine as messages name it: "hostname (address)"
     host_run_id: str = ""
     own_address: str = ""  # join: this machine's address on the chosen adapter (the reach-back probe listens there)
+    script_path: str = ""  # join: the host's script as found on this machine (nodescript.locate)
 
     def write(self, run_dir: str | os.PathLike) -> Path:
         return write_json(Path(run_dir) / NODE_FILE, asdict(self))
@@ -97,6 +98,15 @@ def joined_plan(local: Plan, shared: dict, node_rank: int, cuda: bool) -> Plan:
     reasons = [f"joined the host's run {shared.get('host_run_id', '?')} as node {node_rank} of {host.nodes}",
                *local.reasons]
     return replace(host, node_rank=node_rank, device=device, reasons=reasons)
+
+
+def with_local_script(plan: Plan, script_path: str) -> Plan:
+    """A joining node's plan running the host's script from where it lies on this machine."""
+    from ddpstudio.core.nodes.nodescript import local_cwd
+
+    if plan.script is None or not script_path:
+        return plan
+    return replace(plan, script=replace(plan.script, path=script_path, cwd=local_cwd(plan.script.cwd)))
 
 
 def join_env(env: dict[str, str], adapter: AdapterChoice, platform: Platform) -> dict[str, str]:
