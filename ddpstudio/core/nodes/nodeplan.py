@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from ddpstudio.core.atomic import write_json
-from ddpstudio.core.nodes.adapter import AdapterChoice, gloo_env
+from ddpstudio.core.nodes.adapter import AdapterChoice, gloo_env, gloo_pin
 from ddpstudio.core.nodes.store import AGENT_STORE_ENV
 from ddpstudio.core.plan import Plan
 from ddpstudio.core.platform import Platform
@@ -74,6 +74,7 @@ def host_plan(plan: Plan, nodes: int, ranks_per_node: int, adapter: AdapterChoic
     reasons.append(f"{nodes} machines x {ranks_per_node} ranks = {world} ranks; the host's store listens on "
                    f"{adapter.address}:{port}")
     reasons.append(f"network adapter {adapter.reason}")
+    reasons.append(gloo_pin(adapter, platform.is_windows).why)
     if per_rank:
         reasons.append(f"effective batch {world * per_rank} = {world} ranks x {per_rank} per rank")
     return replace(plan, world_size=world, nodes=nodes, node_rank=0, store="tcp", store_path=None,
@@ -135,4 +136,5 @@ def join_stub_plan(world_size: int, nodes: int, host_address: str, port: int, ad
     return Plan(run_id=run_id, run_dir=str(paths.runs_dir() / run_id), world_size=world_size, backend=backend,
                 device="cpu", store="tcp", init_method=tcp_init_url(host_address, port, platform),
                 master_addr=host_address, master_port=port, env=join_env(env, adapter, platform),
-                reasons=[f"network adapter {adapter.reason}"], python=interpreter.executable, nodes=nodes)
+                reasons=[f"network adapter {adapter.reason}", gloo_pin(adapter, platform.is_windows).why],
+                python=interpreter.executable, nodes=nodes)
