@@ -124,3 +124,19 @@ def test_spawn_style_is_refused_for_several_machines_with_the_reason(studio_home
     assert "ddpstudio: error: --script-style spawn cannot run over several machines" in result.stderr
     assert "MASTER_ADDR=localhost" in result.stderr
     assert list((Path(studio_home) / "runs").glob("*")) == []
+
+
+def test_the_host_command_the_window_runs_keeps_the_scripts_own_arguments_last():
+    """The window's 'Host a multi-machine run' with a script: its options must not land among the script's
+    arguments (they used to be appended after '-- ARGS')."""
+    from ddpstudio.cli.main import _parser
+    from ddpstudio.core.platform import LINUX
+    from ddpstudio.gui.form_state import SetupState
+    from ddpstudio.gui.node_commands import HostRequest, host_command
+
+    state = SetupState(workload="script-env", script_path=str(SCRIPTS / "ddp_env_style.py"),
+                       script_args="4 --show-ranks")
+    command = host_command(state, HostRequest(nodes=3, ifname="lo"), LINUX)
+    args = _parser().parse_args(command[command.index("host"):])
+    assert (args.nodes, args.ifname, args.json, args.stdin_control) == (3, "lo", True, True)
+    assert (args.script_style, args.script_args) == ("env", ["4", "--show-ranks"])
