@@ -8,6 +8,7 @@ import json
 import re
 import shutil
 import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -140,3 +141,23 @@ def test_the_host_command_the_window_runs_keeps_the_scripts_own_arguments_last()
     args = _parser().parse_args(command[command.index("host"):])
     assert (args.nodes, args.ifname, args.json, args.stdin_control) == (3, "lo", True, True)
     assert (args.script_style, args.script_args) == ("env", ["4", "--show-ranks"])
+
+
+def test_stopping_the_host_stops_the_script_ranks_on_both_machines(studio_home, nodes):
+    host = nodes("host", "--nodes", "2", *NODE, "--script", str(SCRIPTS / "ddp_env_style.py"), "--script-style",
+                 "env", "--", "1000000")
+    join = nodes("join", host.code(), "--join-timeout", "60")
+    for node in (host, join):
+        node.wait_for("steps on both machines", lambda n=node: len(n.of(protocol.STEP)) >= 3, 120)
+    t0 = time.monotonic()
+    host.proc.send_signal(signal.SIGINT)
+    assert host.wait(40) == 3, host.stderr
+    code = join.wait(40)
+    took = time.monotonic() - t0
+    [done] = join.of(protocol.RUN_FINISHED)
+    # The joining machine hears the host's stop through the store and stops its own script ranks (stop file,
+    # then the escalation): a stop, not a failure of its ranks whose peers vanished.
+    assert (code, done.get("state")) == (3, protocol.STOPPED), (code, done.get("summary"), join.stderr)
+    assert took < 30, f"both machines' ranks ended {took:.1f} s after the host was stopped"
+    print(f"script ranks on both machines ended {took:.1f} s after the host's Ctrl+C; joining node: "
+          f"{done.get('state')}, {done.get('summary')}")
