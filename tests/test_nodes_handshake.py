@@ -12,7 +12,7 @@ from collections import namedtuple
 import pytest
 
 from ddpstudio.core.nodes import handshake
-from ddpstudio.core.nodes.adapter import AdapterError, adapters, choose_adapter, gloo_env
+from ddpstudio.core.nodes.adapter import AdapterError, adapters, choose_adapter, gloo_env, with_entries
 from ddpstudio.core.nodes.facts import FACTS_OVERRIDE_ENV, NodeFacts, local_facts, mismatch
 from ddpstudio.core.nodes.link import NewsKind, NodeLink
 from ddpstudio.core.nodes.store import StoreError, connect, open_host_store
@@ -189,10 +189,13 @@ def test_loopback_only_when_the_host_is_this_machine_and_the_user_can_choose():
         choose_adapter(only_virtual)
 
 
-def test_gloo_is_pinned_on_linux_and_left_alone_on_windows():
-    choice = choose_adapter(adapters(NET, STATS), ["192.168.1.5"])
+def test_gloo_is_pinned_on_linux_and_on_windows_by_the_name_psutil_gives():
+    choice = with_entries(choose_adapter(adapters(NET, STATS), ["192.168.1.5"]), NET)
     assert gloo_env(choice, is_windows=False) == {"GLOO_SOCKET_IFNAME": "eth0"}
-    assert gloo_env(choice, is_windows=True) == {}
+    # psutil's name on Windows is the FriendlyName Gloo's libuv transport matches (core/rendezvous/glooiface.py).
+    assert gloo_env(choice, is_windows=True) == {"GLOO_SOCKET_IFNAME": "eth0"}
+    ipv6_first = with_entries(choice, {"eth0": [Addr(socket.AF_INET6, "fe80::1", None, None, None), *NET["eth0"]]})
+    assert gloo_env(ipv6_first, is_windows=True) == {}  # Gloo would bind fe80::1: left to the host name
 
 
 def test_a_node_too_many_is_told_the_run_started_without_it(host_store):

@@ -31,7 +31,9 @@ def test_the_host_plan_counts_every_machines_ranks_and_pins_gloo_to_the_lan_adap
     assert plan.effective_batch == 96 and "effective batch 96 = 6 ranks x 16 per rank" in plan.reasons
     assert not any("loopback" in r for r in plan.reasons)
     windows = host_plan(single(), 2, 1, LAN, 29400, WINDOWS)
-    assert windows.init_method.endswith("?use_libuv=0") and "GLOO_SOCKET_IFNAME" not in windows.env
+    assert windows.init_method.endswith("?use_libuv=0")
+    # On Windows too: psutil's name is the FriendlyName Gloo's libuv transport matches (tests/test_glooiface.py).
+    assert windows.env["GLOO_SOCKET_IFNAME"] == "eth0"
 
 
 def test_a_joining_node_runs_the_hosts_workload_with_its_own_machine_fields():

@@ -29,7 +29,8 @@ class Node:
     """One 'ddpstudio host|join --json' process; its stdout read in the background into events."""
 
     def __init__(self, *args: str, env: dict[str, str] | None = None, prefix: tuple[str, ...] = ()) -> None:
-        self.proc = subprocess.Popen([*prefix, sys.executable, "-m", "ddpstudio", *args, "--json"],
+        cut = args.index("--") if "--" in args else len(args)  # a script's own arguments come last
+        self.proc = subprocess.Popen([*prefix, sys.executable, "-m", "ddpstudio", *args[:cut], "--json", *args[cut:]],
                                      stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
                                      env={**os.environ, **(env or {})})

@@ -47,6 +47,17 @@ def test_local_rank_and_gpu_name_the_ranks_device():
     assert dist_args(DEVICE_TEMPLATE, plan_for(one=True), 1)[-4:] == ["--local-rank", "1", "--gpu", "0"]
 
 
+def test_on_the_second_of_two_machines_local_rank_gpu_and_visible_gpu_count_from_the_machines_first_rank():
+    from dataclasses import replace
+
+    second = replace(plan_for(), world_size=4, nodes=2, node_rank=1)  # global ranks 2 and 3 here
+    assert [dist_args(DEVICE_TEMPLATE, second, r)[-6:] for r in (2, 3)] == \
+        [["--rank", "2", "--local-rank", "0", "--gpu", "0"], ["--rank", "3", "--local-rank", "1", "--gpu", "1"]]
+    env = rank_env(replace(second, script=replace(second.script, one_gpu_per_rank=True)), 3, "/tmp/events",
+                   base={"CUDA_VISIBLE_DEVICES": "2,7"})
+    assert (env["RANK"], env["LOCAL_RANK"], env["GROUP_RANK"], env["CUDA_VISIBLE_DEVICES"]) == ("3", "1", "1", "7")
+
+
 def test_one_gpu_per_rank_takes_the_rank_th_of_the_gpus_the_launcher_may_use():
     assert [visible_gpu(r, None) for r in (0, 1)] == ["0", "1"]
     assert [visible_gpu(r, "3, 5") for r in (0, 1)] == ["3", "5"]

@@ -33,7 +33,7 @@ def add_parser(sub) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from ddpstudio.core.nodes import joincode
+    from ddpstudio.core.nodes import joincode, nodescript
     from ddpstudio.core.nodes.adapter import AdapterError
     from ddpstudio.core.nodes.facts import local_facts
     from ddpstudio.core.nodes.nodeplan import NodeRole, NodeSpec, host_plan
@@ -48,9 +48,10 @@ def main(args: argparse.Namespace) -> int:
         return fail(f"--ranks-per-node {args.ranks_per_node!r}: give auto or a whole number from 1")
     if args.store == "file" or args.store_path:
         return fail("a multi-machine run meets at the host's TCP store; drop --store file / --store-path")
-    if args.script or args.script_args:
-        return fail("a multi-machine run trains the built-in recipe for now; leave out --script "
-                    "(your script: 'ddpstudio run' on one machine)")
+    if args.script_args and not args.script:
+        return fail(f"unexpected arguments {' '.join(args.script_args)!r}; script arguments need --script")
+    if args.script and _style(args) == "spawn":
+        return fail(nodescript.SPAWN_REFUSED)
     if args.world_size is not None:
         return fail("--world-size counts one machine's ranks; for several machines give --ranks-per-node "
                     "(world size = nodes x ranks per node)")
@@ -70,11 +71,21 @@ def main(args: argparse.Namespace) -> int:
     plan = host_plan(plan, args.nodes, k, adapter, port, platform)
     facts = local_facts(platform, plan.backend, args.nodes, k)
     token = joincode.new_token()
+    script = nodescript.script_ref(plan.script.path, plan.script.style, plan.script.cwd).to_dict() \
+        if plan.script else {}
     code = joincode.JoinCode((adapter.address, *adapter.others), port, plan.run_id, args.nodes, k, token,
-                             facts.versions())
+                             facts.versions(), script)
     _show_code(joincode.encode(code), code, args.json, adapter, plan.reasons)
     spec = NodeSpec(NodeRole.HOST, adapter.address, port, args.nodes, k, args.join_timeout, label(adapter.address))
     return launch_node(plan, spec, token, args)
+
+
+def _style(args: argparse.Namespace) -> str:
+    """The script style as 'run' would choose it; fixed on ``args`` so the plan does not say it twice."""
+    from ddpstudio.cli.run import chosen_style
+
+    args.script_style = args.script_style or chosen_style(args.script, list(args.script_args))
+    return args.script_style
 
 
 def _positive(raw: str) -> int:

@@ -21,7 +21,7 @@ def add_parser(sub) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from ddpstudio.core.nodes import joincode
+    from ddpstudio.core.nodes import joincode, nodescript
     from ddpstudio.core.nodes.adapter import AdapterError, route_source
     from ddpstudio.core.nodes.nodeplan import NodeRole, NodeSpec, join_stub_plan
     from ddpstudio.core.platform import current
@@ -30,8 +30,15 @@ def main(args: argparse.Namespace) -> int:
         code = joincode.decode(sys.stdin.readline() if args.code == "-" else args.code)
     except joincode.JoinCodeError as exc:
         return fail(str(exc))
+    script_path = ""
+    if code.script:
+        try:
+            script_path = nodescript.locate(nodescript.ScriptRef.from_dict(code.script))
+        except (nodescript.ScriptMissing, KeyError) as exc:
+            return fail(str(exc) if isinstance(exc, nodescript.ScriptMissing) else
+                        f"the join code's script entry is damaged; {joincode.BAD_CODE_HINT}")
     if not args.json:
-        print(f"joining {code.masked()}", flush=True)  # the token only masked: this may end up in a log
+        print(f"joining {code.masked()}" + (f"; running {script_path}" if script_path else ""), flush=True)  # the token only masked: this may end up in a log
     try:
         adapter = choose(code.addresses, args.ifname)
     except AdapterError as exc:
@@ -40,5 +47,6 @@ def main(args: argparse.Namespace) -> int:
                 code.addresses[0])
     plan = join_stub_plan(code.world_size, code.nodes, host, code.port, adapter, current())
     spec = NodeSpec(NodeRole.JOIN, host, code.port, code.nodes, code.ranks_per_node, args.join_timeout,
-                    label(adapter.address), host_run_id=code.run_id, own_address=adapter.address)
+                    label(adapter.address), host_run_id=code.run_id, own_address=adapter.address,
+                    script_path=script_path)
     return launch_node(plan, spec, code.token, args)

@@ -30,9 +30,10 @@ def choose(peers: tuple[str, ...] = (), override: str | None = None):
     """The adapter for this node from psutil's view of the network; raises AdapterError."""
     import psutil
 
-    from ddpstudio.core.nodes.adapter import adapters, choose_adapter
+    from ddpstudio.core.nodes.adapter import adapters, choose_adapter, with_entries
 
-    return choose_adapter(adapters(psutil.net_if_addrs(), psutil.net_if_stats()), peers, override)
+    addrs = psutil.net_if_addrs()
+    return with_entries(choose_adapter(adapters(addrs, psutil.net_if_stats()), peers, override), addrs)
 
 
 def label(address: str) -> str:

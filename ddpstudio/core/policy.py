@@ -20,6 +20,7 @@ from ddpstudio.core import paths
 from ddpstudio.core.exchange import choice as exchange_choice
 from ddpstudio.core.plan import Plan, RecipeSpec, ScriptSpec
 from ddpstudio.core.platform import Platform
+from ddpstudio.core.rendezvous.glooiface import pin
 
 CPU_WORLD_SIZE = 2
 
@@ -128,12 +129,17 @@ def new_run_id() -> str:
     return time.strftime("%Y%m%d-%H%M%S") + "-" + uuid.uuid4().hex[:6]
 
 
+def interface_addresses() -> dict[str, list[str]]:
+    """Each adapter's addresses in psutil's order (on Windows named by FriendlyName: core/rendezvous/glooiface)."""
+    import psutil
+
+    return {name: [a.address for a in addrs] for name, addrs in psutil.net_if_addrs().items()}
+
+
 def loopback_interface(interfaces: dict[str, list[str]] | None = None) -> str | None:
     """The name of the network interface that carries 127.0.0.1, for GLOO_SOCKET_IFNAME."""
     if interfaces is None:
-        import psutil
-
-        interfaces = {name: [a.address for a in addrs] for name, addrs in psutil.net_if_addrs().items()}
+        interfaces = interface_addresses()
     for name, addresses in interfaces.items():
         if "127.0.0.1" in addresses:
             return name
@@ -239,8 +245,12 @@ def build_plan(request: Request, platform: Platform, machine: Machine,
         init_method = "env://" if style == "env" else tcp_init_url("127.0.0.1", port, platform)
         env.update(libuv_env(platform))
     if backend.value == "gloo":
+        interfaces = interface_addresses() if interfaces is None else interfaces
         iface = loopback_interface(interfaces)
-        if iface:
+        pinned = pin(iface, "127.0.0.1", interfaces.get(iface, []), platform.is_windows) if iface else None
+        if pinned is not None and pinned.ifname is None:
+            reasons.append(pinned.why)
+        elif iface:
             env["GLOO_SOCKET_IFNAME"] = iface
             reasons.append(f"Gloo pinned to the loopback interface ({iface}) so VPN or virtual "
                            "adapters cannot break a single-machine run")

@@ -35,12 +35,18 @@ def host_arguments(state: SetupState, request: HostRequest) -> list[str]:
     The form's world size and store do not apply (a host's store is its TCPStore, its
     ranks are ``--ranks-per-node``), so they are left out rather than refused."""
     args = run_arguments(replace(state, world_size=0, store="fresh", store_path="", port=0))
-    args += ["--nodes", str(request.nodes),
-             "--ranks-per-node", str(request.ranks_per_node) if request.ranks_per_node > 0 else "auto",
-             "--join-timeout", f"{request.join_timeout:g}"]
+    machines = ["--nodes", str(request.nodes),
+                "--ranks-per-node", str(request.ranks_per_node) if request.ranks_per_node > 0 else "auto",
+                "--join-timeout", f"{request.join_timeout:g}"]
     if request.ifname.strip():
-        args += ["--ifname", request.ifname.strip()]
-    return args
+        machines += ["--ifname", request.ifname.strip()]
+    return before_script_args(args, machines)
+
+
+def before_script_args(args: list[str], options: list[str]) -> list[str]:
+    """``options`` inserted before a script's own arguments (``-- ...``), which must come last."""
+    cut = args.index("--") if "--" in args else len(args)
+    return [*args[:cut], *options, *args[cut:]]
 
 
 def _ddpstudio(platform: Platform) -> list[str]:
@@ -48,7 +54,7 @@ def _ddpstudio(platform: Platform) -> list[str]:
 
 
 def host_command(state: SetupState, request: HostRequest, platform: Platform) -> list[str]:
-    return [*_ddpstudio(platform), "host", *host_arguments(state, request), *FRONT_END]
+    return [*_ddpstudio(platform), "host", *before_script_args(host_arguments(state, request), list(FRONT_END))]
 
 
 def join_command(platform: Platform, ifname: str = "") -> list[str]:

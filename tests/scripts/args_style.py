@@ -1,7 +1,8 @@
 """A script in the style of the PyTorch ImageNet example: distributed settings as arguments.
 
 Knows nothing of DDP Studio; prints progress lines like the example does.
-Optional: --crash-rank R --crash-step S raises on that rank at that step.
+Optional: --crash-rank R --crash-step S raises on that rank at that step; --local-rank L (a template's
+{local_rank}) is printed with the rank and world size first.
 """
 
 import argparse
@@ -18,7 +19,11 @@ p.add_argument("--world-size", type=int, required=True)
 p.add_argument("--rank", type=int, required=True)
 p.add_argument("--crash-rank", type=int, default=-1)
 p.add_argument("--crash-step", type=int, default=-1)
+p.add_argument("--local-rank", type=int)
 args = p.parse_args()
+if args.local_rank is not None:
+    print(f"args rank={args.rank} local_rank={args.local_rank} world_size={args.world_size} url={args.dist_url}",
+          flush=True)
 
 dist.init_process_group(args.dist_backend, init_method=args.dist_url, world_size=args.world_size, rank=args.rank)
 torch.manual_seed(0)

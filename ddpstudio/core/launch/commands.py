@@ -35,7 +35,12 @@ TEMPLATE_FIELDS = "{url} {backend} {world_size} {rank} {local_rank} {gpu} {port}
 def gpu_index(plan: Plan, rank: int) -> int:
     """The CUDA device index a rank should use: its local rank, or 0 when it sees only its own GPU."""
     one = plan.script is not None and plan.script.one_gpu_per_rank
-    return 0 if one else rank
+    return 0 if one else local_rank(plan, rank)
+
+
+def local_rank(plan: Plan, rank: int) -> int:
+    """A global rank's place on its machine (node rank x ranks per node + local rank = global rank)."""
+    return rank - plan.local_ranks().start
 
 
 def visible_gpu(rank: int, inherited: str | None) -> str:
@@ -68,8 +73,8 @@ def gpu_problem(script: ScriptSpec | None, device: str) -> str | None:
 def dist_args(template: str, plan: Plan, rank: int) -> list[str]:
     """The style-b arguments: split first, then fill in, so a URL with spaces stays one argument."""
     values = {"url": plan.init_method, "backend": plan.backend, "world_size": plan.world_size,
-              "rank": rank, "local_rank": rank, "gpu": gpu_index(plan, rank), "port": plan.master_port or "",
-              "addr": plan.master_addr}
+              "rank": rank, "local_rank": local_rank(plan, rank), "gpu": gpu_index(plan, rank),
+              "port": plan.master_port or "", "addr": plan.master_addr}
     try:
         return [token.format(**values) for token in shlex.split(template)]
     except (KeyError, IndexError, ValueError) as exc:
@@ -94,7 +99,7 @@ def rank_env(plan: Plan, rank: int, events_dir: str, base: dict[str, str] | None
     env = dict(os.environ if base is None else base)
     env.update({
         "RANK": str(rank),
-        "LOCAL_RANK": str(rank - plan.local_ranks().start),
+        "LOCAL_RANK": str(local_rank(plan, rank)),
         "WORLD_SIZE": str(plan.world_size),
         "LOCAL_WORLD_SIZE": str(plan.ranks_per_node),
         "GROUP_RANK": str(plan.node_rank),
@@ -111,7 +116,7 @@ def rank_env(plan: Plan, rank: int, events_dir: str, base: dict[str, str] | None
     env.setdefault("OMP_NUM_THREADS", "1")
     env.update(plan.env)
     if plan.script is not None and plan.script.one_gpu_per_rank:
-        env["CUDA_VISIBLE_DEVICES"] = visible_gpu(rank, env.get("CUDA_VISIBLE_DEVICES"))
+        env["CUDA_VISIBLE_DEVICES"] = visible_gpu(local_rank(plan, rank), env.get("CUDA_VISIBLE_DEVICES"))
     if plan.script is not None and plan.script.style == "spawn":
         from ddpstudio.core.launch.spawned import spawn_env
 

@@ -58,6 +58,7 @@ class AdapterChoice:
     address: str
     reason: str
     others: tuple[str, ...] = ()  # further LAN addresses of this machine (the host lists them in the code)
+    entries: tuple[str, ...] = ()  # the adapter's addresses in psutil's order (Gloo binds the first: glooiface)
 
 
 def adapters(addrs: Mapping[str, Iterable], stats: Mapping[str, object] | None = None) -> list[Adapter]:
@@ -149,8 +150,22 @@ def _is_loopback(address: str) -> bool:
 
 
 def gloo_env(choice: AdapterChoice, is_windows: bool) -> dict[str, str]:
-    """Pin Gloo to the chosen adapter on Linux/macOS. torch reads GLOO_SOCKET_IFNAME on every platform
-    (torch/csrc/distributed/c10d/init.cpp, the ProcessGroupGloo constructor) and hands the name to Gloo's
-    transport (GlooDeviceFactory: ``attr.iface``); on Windows that transport is libuv, whose adapter
-    names we have not verified against psutil's, so there it is left unset (docs/multi-machine.md)."""
-    return {} if is_windows else {"GLOO_SOCKET_IFNAME": choice.name}
+    """GLOO_SOCKET_IFNAME for the chosen adapter, where the name pins Gloo there (:func:`gloo_pin`)."""
+    pinned = gloo_pin(choice, is_windows)
+    return {"GLOO_SOCKET_IFNAME": pinned.ifname} if pinned.ifname else {}
+
+
+def gloo_pin(choice: AdapterChoice, is_windows: bool):
+    """Whether and why Gloo is pinned to the chosen adapter. On Windows psutil's adapter name is the
+    ``FriendlyName`` that Gloo's libuv transport compares with; the sources are cited in
+    :mod:`ddpstudio.core.rendezvous.glooiface` and docs/multi-machine.md."""
+    from ddpstudio.core.rendezvous.glooiface import pin
+
+    return pin(choice.name, choice.address, choice.entries or (choice.address,), is_windows)
+
+
+def with_entries(choice: AdapterChoice, addrs: Mapping[str, Iterable]) -> AdapterChoice:
+    """The choice with its adapter's addresses in psutil's ``net_if_addrs()`` order."""
+    from dataclasses import replace
+
+    return replace(choice, entries=tuple(str(getattr(e, "address", "")) for e in addrs.get(choice.name, ())))

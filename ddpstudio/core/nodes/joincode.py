@@ -34,6 +34,7 @@ class JoinCode:
     ranks_per_node: int
     token: str
     versions: dict[str, str] = field(default_factory=dict)  # ddpstudio, python, torch on the host
+    script: dict[str, str] = field(default_factory=dict)  # a user's script: nodescript.ScriptRef.to_dict(); {} = recipe
 
     @property
     def world_size(self) -> int:
@@ -55,9 +56,11 @@ def mask(token: str) -> str:
 
 
 def encode(code: JoinCode) -> str:
-    body = json.dumps({"a": list(code.addresses), "p": code.port, "r": code.run_id, "n": code.nodes,
-                       "k": code.ranks_per_node, "t": code.token, "v": code.versions},
-                      separators=(",", ":"), sort_keys=True).encode("utf-8")
+    fields = {"a": list(code.addresses), "p": code.port, "r": code.run_id, "n": code.nodes,
+              "k": code.ranks_per_node, "t": code.token, "v": code.versions}
+    if code.script:
+        fields["s"] = code.script
+    body = json.dumps(fields, separators=(",", ":"), sort_keys=True).encode("utf-8")
     payload = base64.urlsafe_b64encode(body).decode("ascii").rstrip("=")
     return f"{PREFIX}.{payload}.{zlib.crc32(body):08x}"
 
@@ -78,7 +81,8 @@ def decode(text: str) -> JoinCode:
         raw = json.loads(body)
         code = JoinCode(addresses=tuple(str(a) for a in raw["a"]), port=int(raw["p"]), run_id=str(raw["r"]),
                         nodes=int(raw["n"]), ranks_per_node=int(raw["k"]), token=str(raw["t"]),
-                        versions={str(k): str(v) for k, v in dict(raw.get("v", {})).items()})
+                        versions={str(k): str(v) for k, v in dict(raw.get("v", {})).items()},
+                        script={str(k): str(v) for k, v in dict(raw.get("s", {})).items()})
     except (ValueError, KeyError, TypeError, AttributeError):
         raise JoinCodeError(f"the join code is damaged; {BAD_CODE_HINT}") from None
     if not code.addresses or not 1 <= code.port <= 65535 or code.nodes < 2 or code.ranks_per_node < 1 \

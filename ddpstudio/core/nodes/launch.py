@@ -25,7 +25,8 @@ from ddpstudio.core.launch.rootcause import RankFailure
 from ddpstudio.core.nodes import firewall, handshake
 from ddpstudio.core.nodes.facts import local_facts
 from ddpstudio.core.nodes.link import News, NewsKind, NodeLink
-from ddpstudio.core.nodes.nodeplan import TOKEN_ENV, NodeRole, NodeSpec, joined_plan, shared_part
+from ddpstudio.core.nodes.nodeplan import (TOKEN_ENV, NodeRole, NodeSpec, joined_plan, shared_part,
+                                           with_local_script)
 from ddpstudio.core.nodes.store import StoreError, connect, open_host_store
 from ddpstudio.core.plan import Plan
 
@@ -80,7 +81,11 @@ class NodeLauncher(Launcher):
                 node_rank, start = handshake.join(self.store, token, facts, spec.label, spec.join_timeout,
                                                   probe.getsockname()[:2] if probe else None,
                                                   self.stop_requested.is_set)
-            self.plan = joined_plan(self.plan, start["plan"], node_rank, _has_cuda(start["plan"]))
+            self.plan = with_local_script(joined_plan(self.plan, start["plan"], node_rank, _has_cuda(start["plan"])),
+                                          spec.script_path)
+            if self.plan.script is not None and not spec.script_path:
+                raise handshake.Refused("the host runs a script, and this node was not told where it lies here "
+                                        "(a join code from an older DDP Studio?); nothing was started")
             labels = {int(k): v for k, v in start.get("labels", {}).items()}
             self._say(f"joined as node {node_rank} of {spec.nodes}: {_span(self.plan.local_ranks())} of "
                       f"{self.plan.world_size}")

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from ddpstudio.core.atomic import write_json
-from ddpstudio.core.nodes.adapter import AdapterChoice, gloo_env
+from ddpstudio.core.nodes.adapter import AdapterChoice, gloo_env, gloo_pin
 from ddpstudio.core.nodes.store import AGENT_STORE_ENV
 from ddpstudio.core.plan import Plan
 from ddpstudio.core.platform import Platform
@@ -43,6 +43,7 @@ class NodeSpec:
     label: str  # this machine as messages name it: "hostname (address)"
     host_run_id: str = ""
     own_address: str = ""  # join: this machine's address on the chosen adapter (the reach-back probe listens there)
+    script_path: str = ""  # join: the host's script as found on this machine (nodescript.locate)
 
     def write(self, run_dir: str | os.PathLike) -> Path:
         return write_json(Path(run_dir) / NODE_FILE, asdict(self))
@@ -73,6 +74,7 @@ def host_plan(plan: Plan, nodes: int, ranks_per_node: int, adapter: AdapterChoic
     reasons.append(f"{nodes} machines x {ranks_per_node} ranks = {world} ranks; the host's store listens on "
                    f"{adapter.address}:{port}")
     reasons.append(f"network adapter {adapter.reason}")
+    reasons.append(gloo_pin(adapter, platform.is_windows).why)
     if per_rank:
         reasons.append(f"effective batch {world * per_rank} = {world} ranks x {per_rank} per rank")
     return replace(plan, world_size=world, nodes=nodes, node_rank=0, store="tcp", store_path=None,
@@ -97,6 +99,15 @@ def joined_plan(local: Plan, shared: dict, node_rank: int, cuda: bool) -> Plan:
     reasons = [f"joined the host's run {shared.get('host_run_id', '?')} as node {node_rank} of {host.nodes}",
                *local.reasons]
     return replace(host, node_rank=node_rank, device=device, reasons=reasons)
+
+
+def with_local_script(plan: Plan, script_path: str) -> Plan:
+    """A joining node's plan running the host's script from where it lies on this machine."""
+    from ddpstudio.core.nodes.nodescript import local_cwd
+
+    if plan.script is None or not script_path:
+        return plan
+    return replace(plan, script=replace(plan.script, path=script_path, cwd=local_cwd(plan.script.cwd)))
 
 
 def join_env(env: dict[str, str], adapter: AdapterChoice, platform: Platform) -> dict[str, str]:
@@ -125,4 +136,5 @@ def join_stub_plan(world_size: int, nodes: int, host_address: str, port: int, ad
     return Plan(run_id=run_id, run_dir=str(paths.runs_dir() / run_id), world_size=world_size, backend=backend,
                 device="cpu", store="tcp", init_method=tcp_init_url(host_address, port, platform),
                 master_addr=host_address, master_port=port, env=join_env(env, adapter, platform),
-                reasons=[f"network adapter {adapter.reason}"], python=interpreter.executable, nodes=nodes)
+                reasons=[f"network adapter {adapter.reason}", gloo_pin(adapter, platform.is_windows).why],
+                python=interpreter.executable, nodes=nodes)
