@@ -22,7 +22,7 @@ from ddpstudio.core import protocol
 from ddpstudio.core.launch.launcher import Launcher, listen_for_stop, refuse, run
 from ddpstudio.core.launch.planfile import PlanError, read_plan
 from ddpstudio.core.launch.rootcause import RankFailure
-from ddpstudio.core.nodes import firewall, handshake
+from ddpstudio.core.nodes import firewall, handshake, sharedstore
 from ddpstudio.core.nodes.facts import local_facts
 from ddpstudio.core.nodes.link import News, NewsKind, NodeLink
 from ddpstudio.core.nodes.nodeplan import TOKEN_ENV, NodeRole, NodeSpec, joined_plan, shared_part
@@ -67,20 +67,24 @@ class NodeLauncher(Launcher):
         spec = self.spec
         facts = local_facts(self.platform, self.plan.backend, spec.nodes, spec.ranks_per_node)
         if spec.role is NodeRole.HOST:
-            self.store = open_host_store(spec.address, spec.port, self.platform)
+            self.store = sharedstore.open_store(spec.store_path) if spec.store_path else \
+                open_host_store(spec.address, spec.port, self.platform)
             self._say(f"waiting up to {spec.join_timeout:g} s for {spec.nodes - 1} node(s) to join at "
-                      f"{spec.address}:{spec.port}")
+                      + (f"the store file {spec.store_path}" if spec.store_path else f"{spec.address}:{spec.port}"))
             joined = handshake.host_wait(self.store, token, facts, spec.join_timeout, self.stop_requested.is_set,
                                          lambda kind, line: self._say(line, warn=kind == "refused", news=kind))
             handshake.host_start(self.store, shared_part(self.plan), joined, spec.label)
             labels = {0: spec.label, **{j.node_rank: j.label for j in joined}}
         else:
-            self.store = connect(spec.address, spec.port, spec.join_timeout, self.stop_requested.is_set)
+            self.store = sharedstore.connect(spec.store_path, spec.join_timeout, self.stop_requested.is_set) \
+                if spec.store_path else connect(spec.address, spec.port, spec.join_timeout, self.stop_requested.is_set)
             with _probe_socket(spec.own_address) as probe:
                 node_rank, start = handshake.join(self.store, token, facts, spec.label, spec.join_timeout,
                                                   probe.getsockname()[:2] if probe else None,
                                                   self.stop_requested.is_set)
             self.plan = joined_plan(self.plan, start["plan"], node_rank, _has_cuda(start["plan"]))
+            if spec.store_path:
+                self.plan = sharedstore.joined_on_folder(self.plan, spec.store_path, self.platform)
             labels = {int(k): v for k, v in start.get("labels", {}).items()}
             self._say(f"joined as node {node_rank} of {spec.nodes}: {_span(self.plan.local_ranks())} of "
                       f"{self.plan.world_size}")
@@ -217,6 +221,15 @@ def main(argv: list[str] | None = None) -> int:
     launcher = NodeLauncher(plan, spec)
     listen_for_stop(launcher, args.stdin_control)
     try:
+        return _run_node(launcher, spec, token)
+    finally:
+        launcher.link = launcher.store = None  # clients let go of the store before the host's closes
+        if spec.store_path and spec.role is NodeRole.HOST:
+            sharedstore.remove(spec.store_path)  # the host owns the shared file: none is left for the next run
+
+
+def _run_node(launcher: NodeLauncher, spec: NodeSpec, token: str) -> int:
+    try:
         launcher.rendezvous(token)
     except (handshake.Refused, StoreError) as exc:
         code = refuse(str(exc))
@@ -228,7 +241,6 @@ def main(argv: list[str] | None = None) -> int:
         return refuse(f"the handshake with the host failed ({type(exc).__name__}: {exc}); nothing was started")
     code = run(launcher)
     launcher.farewell()
-    launcher.link = launcher.store = None  # clients let go of the store before the host's closes
     return code
 
 

@@ -43,6 +43,7 @@ class NodeSpec:
     label: str  # this machine as messages name it: "hostname (address)"
     host_run_id: str = ""
     own_address: str = ""  # join: this machine's address on the chosen adapter (the reach-back probe listens there)
+    store_path: str = ""  # set: the nodes meet at this FileStore on a shared folder, not at address:port (sharedstore)
 
     def write(self, run_dir: str | os.PathLike) -> Path:
         return write_json(Path(run_dir) / NODE_FILE, asdict(self))
