@@ -108,6 +108,8 @@ def test_host_and_join_on_one_machine_train_together_and_finish(studio_home, nod
     losses = [e.get("loss") for e in host.of(protocol.GLOBAL_STEP)]
     assert len(losses) == 6 and losses[-1] < losses[0], losses
     assert [e.get("step") for e in join.of(protocol.STEP)] == list(range(1, 7))  # rank 1 trained every step
+    relayed = join.of(protocol.GLOBAL_STEP)  # the host's global loss, relayed through the store
+    assert relayed and relayed[-1].get("step") == 6 and {e.get("source") for e in relayed} == {"host"}
     for node in (host, join):
         [done] = node.of(protocol.RUN_FINISHED)
         assert done.get("state") == protocol.FINISHED

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 from pathlib import Path
 
 import pytest
@@ -13,18 +12,9 @@ import pytest
 from ddpstudio.core import protocol
 from ddpstudio.core.cleanup import registry
 from ddpstudio.core.nodes import joincode
-from tests.test_nodes_run import TRAIN, Node, _studio
+from tests.test_nodes_run import TRAIN, _studio, nodes  # noqa: F401 (fixture)
 
-pytestmark = [pytest.mark.slow,
-              pytest.mark.posix_only("the loopback adapter is named 'lo', and the test stops the host with SIGINT")]
-
-
-@pytest.fixture
-def nodes():
-    started: list[Node] = []
-    yield lambda *args, **kw: started.append(Node(*args, **kw)) or started[-1]
-    for node in started:
-        node.kill()
+pytestmark = [pytest.mark.slow, pytest.mark.posix_only("the loopback adapter is named 'lo'")]
 
 
 def test_two_nodes_meet_at_a_shared_folder_refuse_a_wrong_token_and_leave_no_store_file(studio_home, nodes,
@@ -60,6 +50,13 @@ def test_two_nodes_meet_at_a_shared_folder_refuse_a_wrong_token_and_leave_no_sto
     losses = [e.get("loss") for e in host.of(protocol.GLOBAL_STEP) if e.get("source") != "host"]
     assert len(losses) == 6 and losses[-1] < losses[0], losses
     assert [e.get("step") for e in join.of(protocol.STEP)] == list(range(1, 7))
+    # The joining node relays the host's global loss (at most 4 a second, the last step always).
+    relayed = {e.get("step"): e.get("loss") for e in join.of(protocol.GLOBAL_STEP)}
+    assert all(e.get("source") == "host" for e in join.of(protocol.GLOBAL_STEP)) and 6 in relayed, relayed
+    assert relayed == {e.get("step"): e.get("loss") for e in host.of(protocol.GLOBAL_STEP) if e.get("step") in relayed}
+    # The host follows node 1 through its states (log events of the nodes stream).
+    news = [e.get("node_news") for e in host.of(protocol.LOG) if e.get("node") == 1]
+    assert news == ["joined", "training", "finished"], news
     assert any("wrong token" in e.get("message", "") for e in host.of(protocol.WARNING))
     # Nothing left in the share (no store file, no claim), nothing stale for 'ddpstudio clean' on either side.
     assert sorted(os.listdir(share)) == []
