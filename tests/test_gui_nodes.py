@@ -183,3 +183,31 @@ def test_the_commands_carry_the_form_without_its_one_machine_fields_and_never_th
     join = join_command(current())
     assert join[3:] == ["join", "-", "--json", "--stdin-control"]  # the code goes to stdin
     assert _parser().parse_args(join[3:]).code == "-"
+
+
+def test_the_panel_lists_each_node_and_a_shared_folder_run(qtbot):
+    from ddpstudio.gui.node_panel import NodePanel
+
+    panel = NodePanel()
+    qtbot.addWidget(panel)
+    code = joincode.JoinCode(("192.168.1.20",), 0, "20261124-080000-ab12", 3, 2, joincode.new_token(),
+                             store_path="\\\\server\\share\\pg")
+    panel.show_host(joincode.encode(code), code, "eth0", "eth0 (192.168.1.20): chosen")
+    said = panel.text()
+    assert "Meets at:</b> store file \\\\server\\share\\pg" in said and "port" not in said, said
+    assert "Node 0</b>: this machine (192.168.1.20), ranks 0-1: joined" in said
+    assert "Node 2</b>: not joined yet, ranks 4-5: waiting" in said
+    panel.set_node(2, "b (192.168.1.22)", "joined")
+    panel.set_node(2, "", "training")  # later news keeps the address
+    panel.set_node(7, "nobody", "failed")  # not a node of this run: ignored
+    panel.set_run_state("running")
+    said = panel.text()
+    assert "Node 2</b>: b (192.168.1.22), ranks 4-5: training" in said and "nobody" not in said
+    assert "Node 0</b>: this machine (192.168.1.20), ranks 0-1: training" in said
+    assert "meets at \\\\server\\share\\pg through eth0" in said
+    panel.set_node(1, "c (192.168.1.23)", "failed")
+    panel.set_run_state("failed")
+    assert "Node 1</b>: c (192.168.1.23), ranks 2-3: failed" in panel.text()
+    assert "Node 0</b>: this machine (192.168.1.20), ranks 0-1: failed" in panel.text()
+    panel.show_join(code)
+    assert "store file \\\\server\\share\\pg" in panel.text() and not panel.node_list.isVisible()

@@ -75,7 +75,14 @@ def test_a_shared_folder_this_machine_cannot_reach_is_one_clear_error(studio_hom
     assert not (Path(studio_home) / "runs").exists() or list((Path(studio_home) / "runs").iterdir()) == []
 
 
-def test_the_host_refuses_a_port_with_a_shared_folder(studio_home, tmp_path):
-    result = _studio("host", "--nodes", "2", "--store-path", str(tmp_path / "pg"), "--port", "29999", *TRAIN)
-    assert result.returncode == 2 and "leave --port out" in result.stderr, result.stderr
-    assert list(tmp_path.iterdir()) == []
+@pytest.mark.parametrize("extra, says", [
+    (["--store-path", "{tmp}/pg", "--port", "29999"], "with --store-path the machines meet at the shared folder's "
+                                                      "file: leave --port out"),
+    (["--store", "file"], "--store file: a multi-machine run meets at a FileStore on a shared folder only with "
+                          "--store-path"),
+], ids=["port", "store-file"])
+def test_the_host_refuses_store_options_that_do_not_fit_with_one_message(studio_home, tmp_path, extra, says):
+    result = _studio("host", "--nodes", "2", *[a.format(tmp=tmp_path) for a in extra], *TRAIN)
+    assert result.returncode == 2 and result.stderr.count("ddpstudio: error:") == 1 and says in result.stderr, \
+        result.stderr
+    assert list(tmp_path.iterdir()) == [] and not (Path(studio_home) / "runs").exists()
