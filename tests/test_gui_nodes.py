@@ -180,6 +180,8 @@ def test_the_commands_carry_the_form_without_its_one_machine_fields_and_never_th
     assert (args.model, args.max_steps, args.batch_size, args.stdin_control) == ("resnet34", 4, 8, True)
     assert args.world_size is None and args.store != "tcp" and args.port is None  # the host refuses those
     assert "--ranks-per-node 2" in " ".join(host_command(TINY, HostRequest(ranks_per_node=2), current()))
+    shared = host_command(TINY, HostRequest(store_path=" \\\\server\\share\\pg "), current())
+    assert _parser().parse_args(shared[3:]).store_path == "\\\\server\\share\\pg"  # the shared folder's file
     join = join_command(current())
     assert join[3:] == ["join", "-", "--json", "--stdin-control"]  # the code goes to stdin
     assert _parser().parse_args(join[3:]).code == "-"
