@@ -72,6 +72,9 @@ def test_a_shared_folder_this_machine_cannot_reach_is_one_clear_error(studio_hom
     result = _studio("join", code, "--ifname", "lo")
     assert result.returncode == 2 and result.stderr.count("ddpstudio: error:") == 1, result.stderr
     assert f"the shared folder {tmp_path / 'not-mounted'} is not reachable from this machine" in result.stderr
+    # This machine's own path to the share, in the blog's URL form, is read the way torch reads it.
+    result = _studio("join", code, "--ifname", "lo", "--store-path", f"file://{tmp_path}/elsewhere/pg")
+    assert result.returncode == 2 and f"the shared folder {tmp_path / 'elsewhere'} is not reachable" in result.stderr
     assert not (Path(studio_home) / "runs").exists() or list((Path(studio_home) / "runs").iterdir()) == []
 
 

@@ -40,6 +40,13 @@ def main(args: argparse.Namespace) -> int:
     except AdapterError as exc:
         return fail(str(exc))
     store_path = args.store_path or code.store_path
+    if store_path.startswith("file:"):  # the blog's URL form, read the way torch will
+        from ddpstudio.core.rendezvous.storeurl import store_path_from_url
+
+        try:
+            store_path = store_path_from_url(store_path, current())
+        except ValueError as exc:
+            return fail(f"--store-path {store_path}: {exc}")
     if args.store_path and not code.store_path:
         return fail("--store-path: this run meets at the host's port, not at a shared folder; leave it out")
     from ddpstudio.core.nodes.sharedstore import PLACEHOLDER_PORT, folder_problem
