@@ -198,6 +198,8 @@ def test_sigkill_of_the_joining_launcher_stops_the_host_within_30_s_naming_the_n
     summary = done.get("summary") or ""
     assert summary.startswith("node 1 (") and ", rank 1:" in summary and "heartbeat" in summary, summary
     assert done.get("root_cause", {}).get("node") == 1
+    news = [e.get("node_news") for e in host.of(protocol.LOG) if e.get("node") == 1]
+    assert news == ["joined", "training", "failed"], news  # what the host's window lists for node 1
     assert join.wait(30) == 1  # its front end says the launcher died; the conftest checks nothing is left
     assert "the launcher ended without reporting a result (killed by SIGKILL)" in join.stderr, join.stderr
     clean = subprocess.run([sys.executable, "-m", "ddpstudio", "clean", "--dry-run", "--json"], capture_output=True,
