@@ -4,6 +4,7 @@ dialog joins, after refusing a bad paste and being refused by the host for a wro
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 from dataclasses import replace
@@ -56,6 +57,10 @@ def test_window_hosts_and_a_cli_node_joins_with_the_copied_code(qtbot, open_wind
     assert "2 machines x 1 ranks = 2 ranks" in decisions and "network adapter lo" in decisions, decisions
     assert "2 machines × 1 rank = 2 ranks" in said and joincode.mask(code.token) in said
     assert code.token not in said and panel.code_edit.echoMode() == panel.code_edit.EchoMode.Password
+    assert "Node 0</b>: this machine (127.0.0.1), rank 0: joined" in said
+    assert "Node 1</b>: not joined yet, rank 1: waiting" in said
+    news: list[tuple[int, str]] = []
+    window.controller.node_news.connect(lambda ev: news.append((ev.get("node"), ev.get("node_news"))))
     joiner = subprocess.Popen([sys.executable, "-m", "ddpstudio", "join", "-", "--join-timeout", "60"],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     c = window.controller
@@ -69,6 +74,10 @@ def test_window_hosts_and_a_cli_node_joins_with_the_copied_code(qtbot, open_wind
     assert window.progress.state_name == "finished" and panel.state.text() == "Finished" and panel.missing == 0
     assert window.metrics.step == 4 and not window.error_panel.isVisible()
     assert "2 machines × 1 rank = 2 ranks; meets at 127.0.0.1" in panel.text() and not panel.code_row.isVisible()
+    # Every node with its address, ranks and state; node 1's states as the host heard them.
+    assert news == [(1, "joined"), (1, "training"), (1, "finished")], news
+    assert "Node 0</b>: this machine (127.0.0.1), rank 0: finished" in panel.text()
+    assert f"Node 1</b>: {socket.gethostname()} (127.0.0.1), rank 1: finished" in panel.text(), panel.text()
     assert window.node_flow.host_action.isEnabled()
     for path in studio_home.rglob("*"):  # the window's settings and logs included
         if path.is_file():
@@ -115,6 +124,10 @@ def test_join_dialog_checks_the_paste_is_refused_for_a_wrong_token_then_joins(qt
         assert window.progress.state_name == "finished" and flow.panel.isVisible()
         assert [e.rank for e in host.of(protocol.RANK_STARTED)] == [0]
         assert set(window.metrics.loss) == {1} and window.metrics.joined == {1}  # the window ran global rank 1
+        steps, losses = window.metrics.global_loss.data()  # the host's global loss, relayed through the store
+        assert len(steps) >= 1 and steps[-1] == 4, steps
+        host_losses = {e.get("step"): e.get("loss") for e in host.of(protocol.GLOBAL_STEP)}
+        assert list(losses) == [host_losses[int(x)] for x in steps]
     finally:
         host.kill()
     assert_nothing_left(qtbot, studio_home)
@@ -167,6 +180,36 @@ def test_the_commands_carry_the_form_without_its_one_machine_fields_and_never_th
     assert (args.model, args.max_steps, args.batch_size, args.stdin_control) == ("resnet34", 4, 8, True)
     assert args.world_size is None and args.store != "tcp" and args.port is None  # the host refuses those
     assert "--ranks-per-node 2" in " ".join(host_command(TINY, HostRequest(ranks_per_node=2), current()))
+    shared = host_command(TINY, HostRequest(store_path=" \\\\server\\share\\pg "), current())
+    assert _parser().parse_args(shared[3:]).store_path == "\\\\server\\share\\pg"  # the shared folder's file
     join = join_command(current())
     assert join[3:] == ["join", "-", "--json", "--stdin-control"]  # the code goes to stdin
     assert _parser().parse_args(join[3:]).code == "-"
+
+
+def test_the_panel_lists_each_node_and_a_shared_folder_run(qtbot):
+    from ddpstudio.gui.node_panel import NodePanel
+
+    panel = NodePanel()
+    qtbot.addWidget(panel)
+    code = joincode.JoinCode(("192.168.1.20",), 0, "20261124-080000-ab12", 3, 2, joincode.new_token(),
+                             store_path="\\\\server\\share\\pg")
+    panel.show_host(joincode.encode(code), code, "eth0", "eth0 (192.168.1.20): chosen")
+    said = panel.text()
+    assert "Meets at:</b> store file \\\\server\\share\\pg" in said and "port" not in said, said
+    assert "Node 0</b>: this machine (192.168.1.20), ranks 0-1: joined" in said
+    assert "Node 2</b>: not joined yet, ranks 4-5: waiting" in said
+    panel.set_node(2, "b (192.168.1.22)", "joined")
+    panel.set_node(2, "", "training")  # later news keeps the address
+    panel.set_node(7, "nobody", "failed")  # not a node of this run: ignored
+    panel.set_run_state("running")
+    said = panel.text()
+    assert "Node 2</b>: b (192.168.1.22), ranks 4-5: training" in said and "nobody" not in said
+    assert "Node 0</b>: this machine (192.168.1.20), ranks 0-1: training" in said
+    assert "meets at \\\\server\\share\\pg through eth0" in said
+    panel.set_node(1, "c (192.168.1.23)", "failed")
+    panel.set_run_state("failed")
+    assert "Node 1</b>: c (192.168.1.23), ranks 2-3: failed" in panel.text()
+    assert "Node 0</b>: this machine (192.168.1.20), ranks 0-1: failed" in panel.text()
+    panel.show_join(code)
+    assert "store file \\\\server\\share\\pg" in panel.text() and not panel.node_list.isVisible()

@@ -83,3 +83,16 @@ def test_join_reads_the_code_from_stdin_and_refuses_garbage_there_too(studio_hom
     [line] = done.stderr.strip().splitlines()
     assert line.startswith("ddpstudio: error: the join code is incomplete or mistyped") and \
         line.endswith("copy the whole code again from the host (it starts with 'ddps1.')"), line
+
+
+def test_a_shared_folder_code_carries_the_store_path_and_old_codes_still_read():
+    shared = sample(port=0, store_path="\\\\server\\share\\pg")
+    assert joincode.decode(joincode.encode(shared)) == shared
+    assert "store file \\\\server\\share\\pg" in shared.masked() and "port" not in shared.masked()
+    # A code without a store path is the same string as before the field existed (key "s" left out) ...
+    old = sample()
+    assert '"s"' not in joincode.base64.urlsafe_b64decode(joincode.encode(old).split(".")[1] + "==").decode()
+    assert joincode.decode(joincode.encode(old)).store_path == ""
+    # ... and port 0 is impossible without one.
+    with pytest.raises(JoinCodeError, match="impossible values"):
+        joincode.decode(joincode.encode(sample(port=0)))

@@ -109,6 +109,8 @@ def test_host_and_join_on_one_machine_train_together_and_finish(studio_home, nod
     losses = [e.get("loss") for e in host.of(protocol.GLOBAL_STEP)]
     assert len(losses) == 6 and losses[-1] < losses[0], losses
     assert [e.get("step") for e in join.of(protocol.STEP)] == list(range(1, 7))  # rank 1 trained every step
+    relayed = join.of(protocol.GLOBAL_STEP)  # the host's global loss, relayed through the store
+    assert relayed and relayed[-1].get("step") == 6 and {e.get("source") for e in relayed} == {"host"}
     for node in (host, join):
         [done] = node.of(protocol.RUN_FINISHED)
         assert done.get("state") == protocol.FINISHED
@@ -197,6 +199,8 @@ def test_sigkill_of_the_joining_launcher_stops_the_host_within_30_s_naming_the_n
     summary = done.get("summary") or ""
     assert summary.startswith("node 1 (") and ", rank 1:" in summary and "heartbeat" in summary, summary
     assert done.get("root_cause", {}).get("node") == 1
+    news = [e.get("node_news") for e in host.of(protocol.LOG) if e.get("node") == 1]
+    assert news == ["joined", "training", "failed"], news  # what the host's window lists for node 1
     assert join.wait(30) == 1  # its front end says the launcher died; the conftest checks nothing is left
     assert "the launcher ended without reporting a result (killed by SIGKILL)" in join.stderr, join.stderr
     clean = subprocess.run([sys.executable, "-m", "ddpstudio", "clean", "--dry-run", "--json"], capture_output=True,

@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from ddpstudio.cli.nodes import add_node_arguments, choose, label, launch_node
-from ddpstudio.cli.run import fail, plan_or_exit
+from ddpstudio.cli.run import _on_claimed_path, fail, plan_or_exit
 
 
 def _run_options() -> argparse.ArgumentParser:
@@ -37,6 +37,7 @@ def main(args: argparse.Namespace) -> int:
     from ddpstudio.core.nodes.adapter import AdapterError
     from ddpstudio.core.nodes.facts import local_facts
     from ddpstudio.core.nodes.nodeplan import NodeRole, NodeSpec, host_plan
+    from ddpstudio.core.nodes.sharedstore import PLACEHOLDER_PORT, host_on_folder
     from ddpstudio.core.platform import current
     from ddpstudio.core.rendezvous.ports import find_free_port, is_port_free
 
@@ -46,10 +47,17 @@ def main(args: argparse.Namespace) -> int:
     per_node = None if args.ranks_per_node == "auto" else _positive(args.ranks_per_node)
     if per_node == 0:
         return fail(f"--ranks-per-node {args.ranks_per_node!r}: give auto or a whole number from 1")
-    if args.store == "file" or args.store_path:
-        return fail("a multi-machine run meets at the host's TCP store; drop --store file / --store-path")
+    if args.store == "file" and not args.store_path:
+        return fail("--store file: a multi-machine run meets at a FileStore on a shared folder only with "
+                    "--store-path (e.g. \\\\server\\share\\pg); leave both out to meet at this machine's port")
+    if args.store_path and args.port is not None:
+        return fail("--port is for the host's TCP store; with --store-path the machines meet at the shared "
+                    "folder's file: leave --port out")
     if args.script_args and not args.script:
         return fail(f"unexpected arguments {' '.join(args.script_args)!r}; script arguments need --script")
+    if args.script and args.store_path:
+        return fail("your own script across machines meets at this machine's port (its ranks use "
+                    "MASTER_ADDR/MASTER_PORT or the host's URL); leave out --store-path")
     if args.script and _style(args) == "spawn":
         return fail(nodescript.SPAWN_REFUSED)
     if args.world_size is not None:
@@ -62,22 +70,32 @@ def main(args: argparse.Namespace) -> int:
         return fail(str(exc))
     if args.port is not None and not is_port_free(args.port, adapter.address):
         return fail(f"port {args.port} is taken on {adapter.address}; choose another --port or leave it out")
-    port = args.port or find_free_port(adapter.address)
-    args.world_size, args.store, args.port = per_node, "tcp", port
+    port = 0 if args.store_path else args.port or find_free_port(adapter.address)
+    args.world_size, args.store, args.port = per_node, "file" if args.store_path else "tcp", port or None
     plan = plan_or_exit(args, platform)
     if isinstance(plan, int):
         return plan
     k = plan.world_size
-    plan = host_plan(plan, args.nodes, k, adapter, port, platform)
+    shared_path = plan.store_path  # the policy's reading of --store-path (a file:// URL too), or None
+    plan = host_plan(plan, args.nodes, k, adapter, port or PLACEHOLDER_PORT, platform)
+    if shared_path:
+        plan = host_on_folder(plan, shared_path, platform)
     facts = local_facts(platform, plan.backend, args.nodes, k)
     token = joincode.new_token()
     script = nodescript.script_ref(plan.script.path, plan.script.style, plan.script.cwd).to_dict() \
         if plan.script else {}
     code = joincode.JoinCode((adapter.address, *adapter.others), port, plan.run_id, args.nodes, k, token,
-                             facts.versions(), script)
-    _show_code(joincode.encode(code), code, args.json, adapter, plan.reasons)
-    spec = NodeSpec(NodeRole.HOST, adapter.address, port, args.nodes, k, args.join_timeout, label(adapter.address))
-    return launch_node(plan, spec, token, args)
+                             facts.versions(), script, store_path=plan.store_path or "")
+    spec = NodeSpec(NodeRole.HOST, adapter.address, port, args.nodes, k, args.join_timeout, label(adapter.address),
+                    store_path=plan.store_path or "")
+
+    def show_and_launch() -> int:
+        _show_code(joincode.encode(code), code, args.json, adapter, plan.reasons)
+        return launch_node(plan, spec, token, args)
+
+    # A shared store file is claimed like a fixed --store-path of one machine, and an earlier run's leftover
+    # is cleaned first (before the code is shown: a refused host prints no code).
+    return _on_claimed_path(plan, args, show_and_launch) if shared_path else show_and_launch()
 
 
 def _style(args: argparse.Namespace) -> str:

@@ -183,8 +183,9 @@ def main(args: argparse.Namespace) -> int:
     return _launch(plan, args)
 
 
-def _on_claimed_path(plan, args: argparse.Namespace) -> int:
-    """A fixed store path: claim it (one run at a time), clean up after earlier runs there, then launch."""
+def _on_claimed_path(plan, args: argparse.Namespace, launch=None) -> int:
+    """A fixed store path: claim it (one run at a time), clean up after earlier runs there, then launch
+    (``launch()``: how, when not ``_launch``; 'ddpstudio host --store-path' starts its node launcher)."""
     import contextlib
 
     from ddpstudio.core.cleanup.hygiene import prelaunch_check
@@ -203,7 +204,7 @@ def _on_claimed_path(plan, args: argparse.Namespace) -> int:
             return fail(check.message)
         if check.cleaned or check.killed:
             print(f"ddpstudio: {check.message}", file=sys.stderr)
-        return _launch(plan, args)
+        return launch() if launch is not None else _launch(plan, args)
     finally:
         with contextlib.suppress(OSError):
             claim.release(plan.store_path, plan.run_id)  # ours, or a dead launcher's; a live one keeps it

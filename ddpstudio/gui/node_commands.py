@@ -27,6 +27,7 @@ class HostRequest:
     ranks_per_node: int = 0  # 0: auto (one per GPU, 2 on the CPU)
     ifname: str = ""  # "": the adapter chosen for you
     join_timeout: float = 300.0
+    store_path: str = ""  # "": meet at this machine's port; else the FileStore on a shared folder (sharedstore)
 
 
 def host_arguments(state: SetupState, request: HostRequest) -> list[str]:
@@ -40,6 +41,8 @@ def host_arguments(state: SetupState, request: HostRequest) -> list[str]:
                 "--join-timeout", f"{request.join_timeout:g}"]
     if request.ifname.strip():
         machines += ["--ifname", request.ifname.strip()]
+    if request.store_path.strip():
+        machines += ["--store-path", request.store_path.strip()]
     return before_script_args(args, machines)
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QFontDatabase
-from PySide6.QtWidgets import (QComboBox, QDialog, QDialogButtonBox, QFormLayout, QLabel, QPlainTextEdit,
-                               QSpinBox, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QComboBox, QDialog, QDialogButtonBox, QFormLayout, QLabel, QLineEdit,
+                               QPlainTextEdit, QSpinBox, QVBoxLayout, QWidget)
 
 from ddpstudio.core.nodes import joincode
 from ddpstudio.gui.node_commands import HostRequest
@@ -41,6 +41,10 @@ class HostDialog(QDialog):
         self.adapter.addItem(CHOSEN_FOR_YOU, "")
         for name, address in local_adapters():
             self.adapter.addItem(f"{name} ({address})", name)
+        self.store_path = QLineEdit()
+        self.store_path.setPlaceholderText("optional: \\\\server\\share\\pg to meet at a file on a shared folder")
+        self.store_path.setToolTip("Leave empty to meet at this machine's port. A store file on a folder every "
+                                   "machine can write to (the PyTorch-on-Windows blog's way): docs/multi-machine.md")
         intro = QLabel(f"Trains the setup on the left ({summary}) on several machines of this LAN. "
                        "You get a join code to paste on each other machine; training starts when all "
                        "have joined. Trusted LAN only: the rendezvous store has no authentication.")
@@ -49,6 +53,7 @@ class HostDialog(QDialog):
         form.addRow("Machines (this one included)", self.nodes)
         form.addRow("Ranks on each machine", self.ranks)
         form.addRow("Network adapter", self.adapter)
+        form.addRow("Shared folder store file", self.store_path)
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Cancel)
         self.host_button = buttons.addButton("Host", QDialogButtonBox.ButtonRole.AcceptRole)
         buttons.accepted.connect(self.accept)
@@ -60,7 +65,7 @@ class HostDialog(QDialog):
 
     def request(self) -> HostRequest:
         return HostRequest(nodes=self.nodes.value(), ranks_per_node=self.ranks.value(),
-                           ifname=str(self.adapter.currentData() or ""))
+                           ifname=str(self.adapter.currentData() or ""), store_path=self.store_path.text().strip())
 
     def accept(self) -> None:
         super().accept()

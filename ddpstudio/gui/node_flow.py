@@ -48,6 +48,7 @@ class NodeFlow(QObject):
         c.join_code_received.connect(self._on_join_code)
         c.run_started.connect(self._on_run_started)
         c.node_joined.connect(self._on_node_joined)
+        c.node_news.connect(self._on_node_news)
         c.run_state_changed.connect(self._on_state)
         c.run_finished.connect(self._on_finished)  # after the window's own slot: the last word on the panel
         w.bench.active_changed.connect(self.update_actions)
@@ -131,6 +132,11 @@ class NodeFlow(QObject):
     @Slot()
     def _on_node_joined(self) -> None:
         self.panel.node_joined()
+
+    @Slot(object)
+    def _on_node_news(self, ev: protocol.Event) -> None:
+        if self.mode == HOST:
+            self.panel.set_node(int(ev.get("node")), str(ev.get("node_label") or ""), str(ev.get("node_news")))
 
     @Slot(object)
     def _on_run_started(self, ev: protocol.Event) -> None:

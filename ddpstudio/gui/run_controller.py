@@ -46,6 +46,7 @@ class RunController(QObject):
     run_finished = Signal(object)  # the run_finished Event (made up here if the launcher died silently)
     join_code_received = Signal(object)  # a multi-machine host's join_code Event (its code holds the token)
     node_joined = Signal()  # a multi-machine host: one more machine has joined
+    node_news = Signal(object)  # a node launcher's log event with node_news (a node's new state) and node
 
     def __init__(self, platform: Platform | None = None, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -195,6 +196,8 @@ class RunController(QObject):
         self.log_received.emit(ev.rank, str(ev.get("stream", "")), str(ev.get("line", "")))
         if ev.get("node_news") == "joined":
             self.node_joined.emit()
+        if ev.get("node_news") and isinstance(ev.get("node"), int):
+            self.node_news.emit(ev)
 
     def _handle_warning(self, ev: protocol.Event) -> None:
         self.log_received.emit(ev.rank, "warning", str(ev.get("message", "")))

@@ -70,10 +70,12 @@ def reach_back(address: str, port: int, timeout_s: float = 3.0) -> str | None:
 
 
 def host_wait(store, token: str, host: NodeFacts, timeout_s: float, stopped: Callable[[], bool],
-              say: Callable[[str, str], None], reach: Callable[[str, int], str | None] = reach_back) -> list[Joined]:
+              say: Callable[[str, str], None], reach: Callable[[str, int], str | None] = reach_back,
+              on_joined: Callable[[Joined], None] | None = None) -> list[Joined]:
     """Answer join requests until ``host.nodes - 1`` nodes are in; raises :class:`Refused` on timeout or stop.
 
     ``say(kind, line)`` reports progress (kind: "joined" or "refused"); it never sees the token.
+    ``on_joined(node)``, when given, reports each node that joined instead of ``say("joined", ...)``.
     ``reach(address, port)``: the connection check back to a node that passed the token and the facts.
     """
     store.set(keys.HOST_KEY, json.dumps({"facts": host.to_dict()}))
@@ -102,7 +104,7 @@ def host_wait(store, token: str, host: NodeFacts, timeout_s: float, stopped: Cal
         if reason is None:
             joined.append(Joined(len(joined) + 1, label))
             store.set(keys.verdict_key(ticket), json.dumps({"ok": True, "node_rank": len(joined)}))
-            say("joined", f"node {len(joined)} joined: {label}")
+            on_joined(joined[-1]) if on_joined else say("joined", f"node {len(joined)} joined: {label}")
         else:
             store.set(keys.verdict_key(ticket), json.dumps({"ok": False, "reason": reason, "blocked": blocked}))
             say("refused", f"refused a join from {label}: {reason}")

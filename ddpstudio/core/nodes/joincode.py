@@ -35,6 +35,7 @@ class JoinCode:
     token: str
     versions: dict[str, str] = field(default_factory=dict)  # ddpstudio, python, torch on the host
     script: dict[str, str] = field(default_factory=dict)  # a user's script: nodescript.ScriptRef.to_dict(); {} = recipe
+    store_path: str = ""  # the FileStore on a shared folder the nodes meet at (port 0 then); "" = the host's port
 
     @property
     def world_size(self) -> int:
@@ -42,7 +43,8 @@ class JoinCode:
 
     def masked(self) -> str:
         """The code's content for logs: everything but the token."""
-        return (f"run {self.run_id} at {', '.join(self.addresses)} port {self.port}, {self.nodes} nodes x "
+        where = f"store file {self.store_path}" if self.store_path else f"port {self.port}"
+        return (f"run {self.run_id} at {', '.join(self.addresses)} {where}, {self.nodes} nodes x "
                 f"{self.ranks_per_node} ranks, token {mask(self.token)}")
 
 
@@ -59,7 +61,9 @@ def encode(code: JoinCode) -> str:
     fields = {"a": list(code.addresses), "p": code.port, "r": code.run_id, "n": code.nodes,
               "k": code.ranks_per_node, "t": code.token, "v": code.versions}
     if code.script:
-        fields["s"] = code.script
+        fields["x"] = code.script  # "s" is the shared folder's store path
+    if code.store_path:  # only then: a code without it reads as before
+        fields["s"] = code.store_path
     body = json.dumps(fields, separators=(",", ":"), sort_keys=True).encode("utf-8")
     payload = base64.urlsafe_b64encode(body).decode("ascii").rstrip("=")
     return f"{PREFIX}.{payload}.{zlib.crc32(body):08x}"
@@ -82,10 +86,11 @@ def decode(text: str) -> JoinCode:
         code = JoinCode(addresses=tuple(str(a) for a in raw["a"]), port=int(raw["p"]), run_id=str(raw["r"]),
                         nodes=int(raw["n"]), ranks_per_node=int(raw["k"]), token=str(raw["t"]),
                         versions={str(k): str(v) for k, v in dict(raw.get("v", {})).items()},
-                        script={str(k): str(v) for k, v in dict(raw.get("s", {})).items()})
+                        script={str(k): str(v) for k, v in dict(raw.get("x", {})).items()},
+                        store_path=str(raw.get("s") or ""))
     except (ValueError, KeyError, TypeError, AttributeError):
         raise JoinCodeError(f"the join code is damaged; {BAD_CODE_HINT}") from None
-    if not code.addresses or not 1 <= code.port <= 65535 or code.nodes < 2 or code.ranks_per_node < 1 \
+    if not code.addresses or not (0 if code.store_path else 1) <= code.port <= 65535 or code.nodes < 2 or code.ranks_per_node < 1 \
             or not code.token:
         raise JoinCodeError(f"the join code holds impossible values; {BAD_CODE_HINT}")
     return code

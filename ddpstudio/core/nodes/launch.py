@@ -22,15 +22,16 @@ from ddpstudio.core import protocol
 from ddpstudio.core.launch.launcher import Launcher, listen_for_stop, refuse, run
 from ddpstudio.core.launch.planfile import PlanError, read_plan
 from ddpstudio.core.launch.rootcause import RankFailure
-from ddpstudio.core.nodes import firewall, handshake
+from ddpstudio.core.nodes import firewall, handshake, relay, sharedstore
 from ddpstudio.core.nodes.facts import local_facts
-from ddpstudio.core.nodes.link import News, NewsKind, NodeLink
+from ddpstudio.core.nodes.link import News, NewsKind, NodeLink, NodeState
 from ddpstudio.core.nodes.nodeplan import (TOKEN_ENV, NodeRole, NodeSpec, joined_plan, shared_part,
                                            with_local_script)
 from ddpstudio.core.nodes.store import StoreError, connect, open_host_store
 from ddpstudio.core.plan import Plan
 
 NODES_STREAM = "nodes"  # log events about the nodes carry this stream
+LAST_GLOBAL_S = 3.0
 
 
 def _span(ranks: range) -> str:
@@ -54,6 +55,9 @@ class NodeFailure(RankFailure):
 
 class NodeLauncher(Launcher):
     def __init__(self, plan: Plan, spec: NodeSpec, **kwargs) -> None:
+        self.publisher, self.reader = relay.Publisher(), relay.Reader()  # before the launcher's first emit
+        self._last_step = 0  # the newest step this node's ranks reported
+        self._training: set[int] = set()  # other nodes already announced as training
         super().__init__(plan, **kwargs)
         self.spec = spec
         self.store = None
@@ -68,15 +72,20 @@ class NodeLauncher(Launcher):
         spec = self.spec
         facts = local_facts(self.platform, self.plan.backend, spec.nodes, spec.ranks_per_node)
         if spec.role is NodeRole.HOST:
-            self.store = open_host_store(spec.address, spec.port, self.platform)
+            self.store = sharedstore.open_store(spec.store_path) if spec.store_path else \
+                open_host_store(spec.address, spec.port, self.platform)
             self._say(f"waiting up to {spec.join_timeout:g} s for {spec.nodes - 1} node(s) to join at "
-                      f"{spec.address}:{spec.port}")
+                      + (f"the store file {spec.store_path}" if spec.store_path else f"{spec.address}:{spec.port}"))
             joined = handshake.host_wait(self.store, token, facts, spec.join_timeout, self.stop_requested.is_set,
-                                         lambda kind, line: self._say(line, warn=kind == "refused", news=kind))
+                                         lambda kind, line: self._say(line, warn=kind == "refused", news=kind),
+                                         on_joined=lambda j: self._say(f"node {j.node_rank} joined: {j.label}",
+                                                                       news=NodeState.JOINED, node=j.node_rank,
+                                                                       label=j.label))
             handshake.host_start(self.store, shared_part(self.plan), joined, spec.label)
             labels = {0: spec.label, **{j.node_rank: j.label for j in joined}}
         else:
-            self.store = connect(spec.address, spec.port, spec.join_timeout, self.stop_requested.is_set)
+            self.store = sharedstore.connect(spec.store_path, spec.join_timeout, self.stop_requested.is_set) \
+                if spec.store_path else connect(spec.address, spec.port, spec.join_timeout, self.stop_requested.is_set)
             with _probe_socket(spec.own_address) as probe:
                 node_rank, start = handshake.join(self.store, token, facts, spec.label, spec.join_timeout,
                                                   probe.getsockname()[:2] if probe else None,
@@ -86,6 +95,8 @@ class NodeLauncher(Launcher):
             if self.plan.script is not None and not spec.script_path:
                 raise handshake.Refused("the host runs a script, and this node was not told where it lies here "
                                         "(a join code from an older DDP Studio?); nothing was started")
+            if spec.store_path:
+                self.plan = sharedstore.joined_on_folder(self.plan, spec.store_path, self.platform)
             labels = {int(k): v for k, v in start.get("labels", {}).items()}
             self._say(f"joined as node {node_rank} of {spec.nodes}: {_span(self.plan.local_ranks())} of "
                       f"{self.plan.world_size}")
@@ -98,13 +109,21 @@ class NodeLauncher(Launcher):
         return {"nodes": self.spec.nodes, "node_rank": self.plan.node_rank, "host": self.host_label,
                 "host_run_id": self.host_run_id}
 
-    def _say(self, line: str, warn: bool = False, news: str = "") -> None:
-        """``news``: the handshake's kind ("joined"), so a front end can count without reading the line."""
+    def _say(self, line: str, warn: bool = False, news: str = "", node: int | None = None, label: str = "") -> None:
+        """``news``: a node's new state (:class:`NodeState`; "refused" for a refused join), with ``node`` (its
+        node rank) and ``label``, so a front end can follow each node without reading the line."""
         if warn:
             self.emit(protocol.make_event(protocol.WARNING, message=line))
         else:
+            about = {"node": node, "node_label": label} if node is not None else {}
             self.emit(protocol.make_event(protocol.LOG, stream=NODES_STREAM, line=line,
-                                          **({"node_news": news} if news else {})))
+                                          **({"node_news": str(news), **about} if news else {})))
+
+    def emit(self, event: protocol.Event) -> None:
+        super().emit(event)
+        self.publisher.note(event)  # the host's global loss, for the joining nodes (relay)
+        if event.type == protocol.STEP and isinstance(event.get("step"), int):
+            self._last_step = max(self._last_step, event.get("step"))
 
     # -- while the ranks run (hooks of the launcher's loop) ---------------------
     def _local_failures(self) -> list[RankFailure]:
@@ -124,6 +143,19 @@ class NodeLauncher(Launcher):
             self._published = True
         for news in self.link.poll():
             self._hear(news)
+        for node in sorted(self.link.started - self._training - set(self.link.heard)):
+            self._training.add(node)
+            self._say(f"{self.link.label(node)} is training", news=NodeState.TRAINING, node=node,
+                      label=self.link.labels.get(node, ""))
+        if self.spec.role is NodeRole.HOST:
+            self.publisher.publish(self.store)
+        else:
+            self._relay()
+
+    def _relay(self, force: bool = False) -> None:
+        event = self.reader.poll(self.store, force)
+        if event is not None:
+            self.emit(event)
 
     def _stopped_by_others(self) -> bool:
         return bool(self.link and any(n.kind is not NewsKind.FINISHED for n in self.link.heard.values()))
@@ -134,16 +166,19 @@ class NodeLauncher(Launcher):
 
     def _hear(self, news: News) -> None:
         label = self.link.label(news.node) if self.link else f"node {news.node}"
+        about = {"news": news.kind.state, "node": news.node,
+                 "label": self.link.labels.get(news.node, "") if self.link else ""}
         if news.kind is NewsKind.FINISHED:
-            self._say(f"{label} finished")
+            self._say(f"{label} finished", **about)
             return
         if self.ranks and all(r.exit_code == 0 for r in self.ranks):
-            self._say(f"{label}: {news.summary} (after this node's ranks had finished)")
+            self._say(f"{label}: {news.summary} (after this node's ranks had finished)", **about)
             return
         if news.kind is NewsKind.STOPPED:
-            self._say(f"{label} was stopped ({news.summary}): stopping this node too")
+            self._say(f"{label} was stopped ({news.summary}): stopping this node too", **about)
             self.request_stop(f"{label} was stopped ({news.summary})")
             return
+        self._say(f"{label} failed: {news.summary}", **about)
         failure = NodeFailure(news, label, self._node_ranks(news.node))
         self.emit(protocol.make_event(protocol.ERROR, message=failure.summary()))
         self.failures.append(failure)
@@ -153,6 +188,10 @@ class NodeLauncher(Launcher):
         if self.link is None:
             return
         self._tick()
+        if self.spec.role is NodeRole.HOST:
+            self.publisher.publish(self.store, force=True)  # the last step, before the others end
+        elif self.ranks and all(r.exit_code == 0 for r in self.ranks):
+            self._await_last_global()
         if self._local_failures():
             deadline = time.monotonic() + self.link.stale_s + 2.0
             while time.monotonic() < deadline and len(self.link.heard) < len(self.link.others):
@@ -163,6 +202,14 @@ class NodeLauncher(Launcher):
             # Ranks that failed after another node was stopped failed of that stop (their peers vanished).
             first = min(n.t for n in stops)
             self.failures = [f for f in self.failures if isinstance(f, NodeFailure) or f.t < first]
+
+    def _await_last_global(self) -> None:
+        """Our ranks finished: relay the host's global loss up to our last step (it publishes it as its ranks
+        end, about when ours do), for at most ``LAST_GLOBAL_S``."""
+        deadline = time.monotonic() + LAST_GLOBAL_S
+        while (self.reader.step or 0) < self._last_step and time.monotonic() < deadline and not self.link.lost_store:
+            self._relay(force=True)
+            time.sleep(0.1)
 
     # -- after -----------------------------------------------------------------
     def farewell(self) -> None:
@@ -222,6 +269,15 @@ def main(argv: list[str] | None = None) -> int:
     launcher = NodeLauncher(plan, spec)
     listen_for_stop(launcher, args.stdin_control)
     try:
+        return _run_node(launcher, spec, token)
+    finally:
+        launcher.link = launcher.store = None  # clients let go of the store before the host's closes
+        if spec.store_path and spec.role is NodeRole.HOST:
+            sharedstore.remove(spec.store_path)  # the host owns the shared file: none is left for the next run
+
+
+def _run_node(launcher: NodeLauncher, spec: NodeSpec, token: str) -> int:
+    try:
         launcher.rendezvous(token)
     except (handshake.Refused, StoreError) as exc:
         code = refuse(str(exc))
@@ -233,7 +289,6 @@ def main(argv: list[str] | None = None) -> int:
         return refuse(f"the handshake with the host failed ({type(exc).__name__}: {exc}); nothing was started")
     code = run(launcher)
     launcher.farewell()
-    launcher.link = launcher.store = None  # clients let go of the store before the host's closes
     return code
 
 

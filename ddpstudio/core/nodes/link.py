@@ -29,6 +29,22 @@ class NewsKind(enum.StrEnum):
     FINISHED = "finished"
     GONE = "gone"  # no heartbeat, or the store itself is unreachable
 
+    @property
+    def state(self) -> "NodeState":
+        """How front ends show the node after this news (a node gone is a node failed)."""
+        return NodeState(self.value) if self is not NewsKind.GONE else NodeState.FAILED
+
+
+class NodeState(enum.StrEnum):
+    """A node as the others see it: the ``node_news`` of the node launcher's ``log`` events (protocol.md)."""
+
+    WAITING = "waiting"  # not joined yet (front ends only: no event says it)
+    JOINED = "joined"
+    TRAINING = "training"
+    FINISHED = "finished"
+    FAILED = "failed"
+    STOPPED = "stopped"
+
 
 @dataclass(frozen=True)
 class News:
@@ -48,6 +64,7 @@ class NodeLink:
         self._last_beat = 0.0
         self._seen: dict[int, tuple[int, float, float]] = {}  # node -> (counter, monotonic, wall) at last change
         self.heard: dict[int, News] = {}
+        self.started: set[int] = set()  # nodes whose launcher beats: their ranks have started
         self.lost_store = False
         self._last_ok = time.time()  # the last store call that worked: about when a vanished host died
 
@@ -91,6 +108,8 @@ class NodeLink:
             return News(node, NewsKind.GONE, "the connection to the host's store was lost: the host's launcher "
                         "was killed or crashed, or the network went away", self._last_ok)
         counter = self._call(self.store.add, keys.beat_key(node), 0)
+        if counter:
+            self.started.add(node)
         now = time.monotonic()
         seen = self._seen.get(node)
         if seen is None or counter != seen[0]:

@@ -44,6 +44,7 @@ class NodeSpec:
     host_run_id: str = ""
     own_address: str = ""  # join: this machine's address on the chosen adapter (the reach-back probe listens there)
     script_path: str = ""  # join: the host's script as found on this machine (nodescript.locate)
+    store_path: str = ""  # set: the nodes meet at this FileStore on a shared folder, not at address:port (sharedstore)
 
     def write(self, run_dir: str | os.PathLike) -> Path:
         return write_json(Path(run_dir) / NODE_FILE, asdict(self))
