@@ -154,14 +154,14 @@ def test_stop_while_the_host_waits_ends_stopped_with_nothing_left(qtbot, open_wi
 def test_a_host_the_command_refuses_shows_its_one_message(qtbot, open_window, tmp_path):
     script = tmp_path / "train.py"
     script.write_text("print('hello')\n", encoding="utf-8")
-    window = open_window(SetupState(workload="script-args", script_path=str(script)))
+    window = open_window(SetupState(workload="script-spawn", script_path=str(script)))
     dialog = window.node_flow.open_host()
     with qtbot.waitSignal(window.controller.run_finished, timeout=RUN_TIMEOUT_MS) as finished:
         qtbot.mouseClick(dialog.host_button, LEFT)
     assert finished.args[0].get("state") == protocol.FAILED and window.controller.exit_code == 2
     said = window.error_panel.text()
     assert said.startswith("Could not host the run: nothing was started\n")
-    assert "a multi-machine run trains the built-in recipe for now; leave out --script" in said, said
+    assert "--script-style spawn cannot run over several machines" in said, said
     assert "ddpstudio: error:" not in said and not window.node_flow.panel.isVisible()
     assert window.node_flow.host_action.isEnabled() and window.launch_action.isEnabled()
     settled(qtbot, window)

@@ -178,21 +178,24 @@ def test_a_script_rank_whose_teardown_would_hang_still_ends_by_the_stop(studio_h
 def test_a_recipe_rank_whose_collective_fails_after_the_stop_ends_as_stopped(tmp_path):
     """The built-in recipe, asked to stop, then failing because a peer left first: it ends by SIGINT, as a
     stopped rank does, and reports no error (an error event would become the run's root cause)."""
-    code = ("import sys\n"
+    code = ("import os, sys\n"
             "from ddpstudio.rank import recipe, stopwatch\n"
             "class Trainer:\n"
             "    def __init__(self, *a): pass\n"
             "    def setup(self):\n"
-            "        stopwatch._asked.set()  # what the watcher does when the stop file appears\n"
-            "        raise RuntimeError('Connection closed by peer [127.0.0.1]:1234')\n"
+            "        open(os.environ['DDPSTUDIO_STOP_FILE'], 'w').close()  # the launcher's stop, and at once\n"
+            "        raise RuntimeError('Connection closed by peer [127.0.0.1]:1234')  # before our watcher looked\n"
             "recipe.Trainer = Trainer\n"
             "recipe.Plan.read = staticmethod(lambda path: type('P', (), {'init_method': 'env://'})())\n"
             "sys.exit(recipe.main(['plan.json']))\n")
-    env = {**os.environ, "DDPSTUDIO_EVENTS_DIR": str(tmp_path), "RANK": "0"}
+    events_dir = tmp_path / "events"
+    events_dir.mkdir()
+    env = {**os.environ, "DDPSTUDIO_EVENTS_DIR": str(events_dir), "RANK": "0",
+           STOP_FILE_ENV: str(tmp_path / "stop-ranks")}
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
     assert proc.returncode == -signal.SIGINT, proc.stderr
     assert "Connection closed by peer" in proc.stderr and "a peer had already stopped" in proc.stderr
-    written = "".join(p.read_text() for p in tmp_path.iterdir())
+    written = "".join(p.read_text() for p in events_dir.iterdir())
     assert '"type":"error"' not in written, written
 
 

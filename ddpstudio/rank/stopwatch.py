@@ -21,24 +21,29 @@ POLL_S = 0.2
 # OverflowError ("Python int too large to convert to C int") instead of exiting.
 CONTROL_C_EXIT = 0xC000013A - (1 << 32)
 _started: threading.Thread | None = None
+_watched = ""  # the stop file this process watches
 _asked = threading.Event()  # the stop file was seen: what fails from now on fails because of the stop
 _uncaught = threading.Event()  # and the script let the interrupt go uncaught: it ends after its exit handlers
 
 
 def asked() -> bool:
-    """Whether this rank was asked to stop (an error after that is the stop's, e.g. a peer that left first)."""
-    return _asked.is_set()
+    """Whether this rank was asked to stop (an error after that is the stop's, e.g. a peer that left first).
+
+    The file itself counts too: a peer that saw it first may have left before this rank's watcher looked
+    (it polls every ``POLL_S``), and this rank's collective then failed with the stop already asked."""
+    return _asked.is_set() or bool(_watched and os.path.exists(_watched))
 
 
 def watch(path: str | None = None, poll_s: float = POLL_S) -> threading.Thread | None:
     """Start watching (once per process); None when there is no stop file to watch."""
-    global _started
+    global _started, _watched
     if path is None:
         from ddpstudio.core.protocol import STOP_FILE_ENV
 
         path = os.environ.get(STOP_FILE_ENV)
     if not path or _started is not None:
         return _started
+    _watched = path
     if os.path.exists(path):  # a stop asked before we started: stop at once
         _asked.set()
         _thread.interrupt_main()

@@ -184,7 +184,8 @@ class NodeLauncher(Launcher):
         self.failures.append(failure)
 
     def _settle(self) -> None:
-        """Our ranks failed: before naming a root cause, hear from every other node (or see it go silent)."""
+        """Before the run's end: the host relays its last step and hears how every node ended; a node whose ranks
+        failed hears from every other node (or sees it go silent) before naming a root cause."""
         if self.link is None:
             return
         self._tick()
@@ -192,7 +193,9 @@ class NodeLauncher(Launcher):
             self.publisher.publish(self.store, force=True)  # the last step, before the others end
         elif self.ranks and all(r.exit_code == 0 for r in self.ranks):
             self._await_last_global()
-        if self._local_failures():
+        if self._local_failures() or self.spec.role is NodeRole.HOST:
+            # The host's run ends with how every node ended (each says it as its own run ends, about when
+            # the host's ranks do), so its window shows every node's last state before "finished".
             deadline = time.monotonic() + self.link.stale_s + 2.0
             while time.monotonic() < deadline and len(self.link.heard) < len(self.link.others):
                 time.sleep(0.2)
