@@ -44,11 +44,12 @@ p = argparse.ArgumentParser()
 for name in ("--dist-url", "--dist-backend"):
     p.add_argument(name)
 p.add_argument("--world-size", type=int); p.add_argument("--rank", type=int); p.add_argument("--late-rank", type=int)
+p.add_argument("--patience", type=float, default=8)
 a = p.parse_args()
 if a.rank == a.late_rank:
     time.sleep(3)
 dist.init_process_group(a.dist_backend, init_method=a.dist_url, rank=a.rank, world_size=a.world_size,
-                        timeout=timedelta(seconds=8))
+                        timeout=timedelta(seconds=a.patience))
 t = torch.ones(1)
 for step in range(1, 4):
     dist.all_reduce(t)
@@ -127,17 +128,21 @@ class CliRun:
         self.proc.wait(30)  # the CLI notices its launcher is gone and exits
 
 
-def launch_without_checks(script: Path, store: str, late_rank: int) -> str:
-    """Start the launcher directly, the way any tool without our pre-launch check would; returns the outcome."""
-    job = ScriptSpec(path=str(script), args=["--late-rank", str(late_rank)])
-    plan = build_plan(Request(store_path=store, rendezvous_timeout=8, script=job), current(), _NoGpu())
+def launch_without_checks(script: Path, store: str, late_rank: int, patience: float = 8) -> str:
+    """Start the launcher directly, the way any tool without our pre-launch check would; returns the outcome.
+
+    ``patience``: the rendezvous timeout, the script's process-group timeout too. 8 s makes a run on a stale
+    store fail fast; a run on a clean store gets more, so that a loaded machine (torch's import taking 8 s
+    and more) cannot fail it (seen once at load 3.5: the late rank joined after the early one gave up)."""
+    job = ScriptSpec(path=str(script), args=["--late-rank", str(late_rank), "--patience", f"{patience:g}"])
+    plan = build_plan(Request(store_path=store, rendezvous_timeout=patience, script=job), current(), _NoGpu())
     plan_path = write_plan(plan)
     run = RunDir.at(plan.run_dir)
     with open(Path(plan.run_dir) / "launcher.out", "w") as out:
         proc = subprocess.Popen([sys.executable, "-m", "ddpstudio.core.launch.launcher", str(plan_path)],
                                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     try:
-        proc.wait(30)
+        proc.wait(max(30.0, 3 * patience))
     except subprocess.TimeoutExpired:
         run.stop_file.touch()  # a stall: ask the launcher to stop its ranks, then say so
         proc.wait(30)
@@ -170,7 +175,8 @@ def test_killed_run_leaves_a_store_that_breaks_the_next_run_until_clean(studio_h
     assert report["deleted"] == [store] and report["left"] == []
     assert not os.path.exists(store)
 
-    assert [launch_without_checks(job, store, late_rank) for late_rank in (1, 0)] == ["finished", "finished"]
+    assert [launch_without_checks(job, store, late_rank, patience=60) for late_rank in (1, 0)] == \
+        ["finished", "finished"]
     assert run_processes(run.record.run_id) == []
     assert not [r for r in registry.load_records()[0] if r.state == "running"]
 
