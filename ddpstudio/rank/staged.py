@@ -11,6 +11,10 @@ backward pass as far as Gloo allows. The hook API is torch's
 
 Optional fp16 compression (either mode): the bucket travels as float16 (half
 the bytes) and is cast back, so the result is approximate.
+
+Every other all-reduce a rank makes (the recipe's, the evaluation's, a user
+script's through the rank helper) goes through :func:`all_reduce`, the one
+door that stages a CUDA tensor when the exchange is ``staged``.
 """
 
 # No ``from __future__ import annotations``: DDP compares the hook's annotations with the real
