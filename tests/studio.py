@@ -2,14 +2,27 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
+from functools import partial
 from pathlib import Path
 
 from ddpstudio.core import protocol
 
 SCRIPTS = Path(__file__).parent / "scripts"
 TINY = ["--batch-size", "8", "--image-size", "32", "--rendezvous-timeout", "60"]
+
+
+def sigint_at(handler) -> dict:
+    """``Popen`` arguments that start a POSIX child with SIGINT at ``handler`` (``signal.SIG_DFL`` or ``SIG_IGN``).
+
+    A test that sends a child SIGINT must not depend on the shell that started pytest: ``bash run.sh &``,
+    nohup and some CI runners start it with SIGINT ignored, an exec keeps an ignored signal ignored, and
+    Python then installs no KeyboardInterrupt handler. Windows has no ``preexec_fn``: nothing to set there.
+    """
+    return {"preexec_fn": partial(signal.signal, signal.SIGINT, handler)} if os.name == "posix" else {}
 
 
 def ddpstudio(*args: str, timeout: float = 240, **kwargs) -> subprocess.CompletedProcess:

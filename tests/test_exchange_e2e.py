@@ -165,3 +165,36 @@ def test_a_script_without_torch_is_unaffected(studio_home):
         first = lines[rank][0]
         assert first.startswith("heavy modules: []; sitecustomize: "), first
         assert first.endswith(os.path.join("rank", "helper", "sitecustomize.py")), first
+
+
+USED_MAP = {"--find-unused": "find_unused_parameters=True", "--static-graph": "static_graph=True"}
+
+
+def _used_map_warnings(evs) -> dict[int, str]:
+    return {e.rank: e.get("message") for e in of_type(evs, protocol.WARNING) if "reducer" in (e.get("message") or "")}
+
+
+@pytest.mark.parametrize("flag", list(USED_MAP))
+def test_ddps_own_used_map_all_reduce_is_warned_before_training(studio_home, monkeypatch, flag):
+    """find_unused_parameters / static_graph: DDP's reducer all-reduces its used-parameter map on the parameters'
+    device from C++, out of the staged hook's reach (rank/usedmap.py). Each rank says so, with the fixes, before
+    its first backward; the seam stages these CPU parameters as CUDA ones would be."""
+    monkeypatch.setenv(STAGE_CPU_ENV, "1")
+    evs, lines = _script_run("--grad-exchange", "staged", script_args=("3", flag))
+    warned = _used_map_warnings(evs)
+    assert set(warned) == {0, 1}, [e.data for e in of_type(evs, protocol.WARNING)]
+    for rank, message in warned.items():
+        assert USED_MAP[flag] in message and "pytorch #186535" in message, message
+        assert "find_unused_parameters=False" in message and "nccl" in message, message
+        assert "has not been checked yet" in message, message  # this machine's probe result: none
+        [warning] = [e for e in of_type(evs, protocol.WARNING) if e.rank == rank and e.get("message") == message]
+        first_step = min(e.t for e in of_type(evs, protocol.LOG) if e.rank == rank and "step 1 loss" in
+                         (e.get("line") or ""))
+        assert warning.t < first_step
+    assert len(_script_losses(lines[0])) == 3  # on the CPU the map's all-reduce works: the run trains
+
+
+def test_the_used_map_is_not_warned_where_no_gpu_tensor_meets_gloo(studio_home):
+    """CPU parameters (no seam): the reducer's map is all-reduced in CPU memory, which Gloo does everywhere."""
+    evs, _ = _script_run("--grad-exchange", "staged", script_args=("3", "--find-unused"))
+    assert not _used_map_warnings(evs)

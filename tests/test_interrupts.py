@@ -11,15 +11,17 @@ import pytest
 
 from ddpstudio.core import protocol
 from tests.conftest import processes_of
-from tests.studio import TINY
+from tests.studio import TINY, sigint_at
 
 pytestmark = [pytest.mark.slow, pytest.mark.posix_only("SIGINT to a child; Windows needs CTRL_C_EVENT and a shared console")]
 STOPPED = protocol.EXIT_CODES["stopped"]
 
 
 def _cli(*extra: str) -> subprocess.Popen:
+    """The CLI as a terminal starts it: SIGINT at its default, whatever pytest inherited."""
     return subprocess.Popen([sys.executable, "-m", "ddpstudio", "run", "--max-steps", "100000", *TINY, *extra],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL,
+                            **sigint_at(signal.SIG_DFL))
 
 
 def _interrupt(cli: subprocess.Popen, *pauses: float) -> str:
@@ -67,7 +69,7 @@ def _main_with(command_body: str) -> subprocess.CompletedProcess:
             "cli._main = command\n"
             "sys.exit(cli.main(['run']))\n")
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
-                          stdin=subprocess.DEVNULL)
+                          stdin=subprocess.DEVNULL, **sigint_at(signal.SIG_DFL))
 
 
 def test_ctrl_c_that_a_library_swallows_and_turns_into_another_error_still_ends_as_stopped():

@@ -84,7 +84,8 @@ def _eval_rank(rank: int, world: int, store: str, out: str) -> None:
     model = torch.nn.Linear(4, 7)
     g = torch.Generator().manual_seed(1)
     data = list(zip(torch.randn(13, 4, generator=g), torch.randint(0, 7, (13,), generator=g).tolist()))
-    result = evaluate(model, make_loader(data, rank, world, batch_size=3), torch.device("cpu"), 7, rank, world)
+    result = evaluate(model, make_loader(data, rank, world, batch_size=3), torch.device("cpu"), 7, rank, world,
+                      "native")
     if rank == 0:
         torch.save(result, out)
     dist.destroy_process_group()

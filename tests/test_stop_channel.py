@@ -19,7 +19,7 @@ from ddpstudio.core.platform import WINDOWS
 from ddpstudio.core.process.proctree import STOP_CHANNEL_ENV, WindowsTree
 from ddpstudio.core.protocol import STOP_FILE_ENV
 from tests.conftest import processes_of
-from tests.studio import SCRIPTS, TINY, events, final, of_type
+from tests.studio import SCRIPTS, TINY, events, final, of_type, sigint_at
 
 # A stand-in rank: watches the stop file, then trains "forever"; says how it ended.
 RANK = """
@@ -36,9 +36,11 @@ except KeyboardInterrupt:
 """
 
 
-def start_rank(stop_file) -> subprocess.Popen:
+def start_rank(stop_file, sigint=signal.SIG_DFL) -> subprocess.Popen:
+    """A stand-in rank; SIGINT at ``sigint`` when it starts (the default, unless a test says otherwise)."""
     env = {**os.environ, STOP_FILE_ENV: str(stop_file)}
-    proc = subprocess.Popen([sys.executable, "-c", RANK], env=env, stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([sys.executable, "-c", RANK], env=env, stdout=subprocess.PIPE, text=True,
+                            **sigint_at(sigint))
     assert proc.stdout.readline().strip() == "ready"
     return proc
 
@@ -65,12 +67,29 @@ def test_a_rank_stops_by_keyboard_interrupt_when_the_stop_file_appears(tmp_path)
     assert time.monotonic() - t0 < 2.0
 
 
+@pytest.mark.posix_only("SIGINT's inherited 'ignore' is a POSIX disposition")
+def test_a_rank_started_with_sigint_ignored_still_stops_by_the_file(tmp_path):
+    """As under ``nohup`` or ``bash run.sh &``: Python keeps the inherited SIG_IGN, and interrupt_main alone would
+    do nothing; the watcher gives the rank Python's own handler, so the stop still arrives as KeyboardInterrupt."""
+    stop = tmp_path / "stop-ranks"
+    rank = start_rank(stop, sigint=signal.SIG_IGN)
+    try:
+        stop.touch()
+        out, _ = rank.communicate(timeout=10)
+    finally:
+        if rank.poll() is None:
+            rank.kill()
+            rank.wait(10)
+    assert (rank.returncode, out.strip()) == (3, "interrupted")
+
+
 @pytest.mark.posix_only("dies by SIGINT; Windows exits with STATUS_CONTROL_C_EXIT")
 def test_a_stop_asked_before_the_rank_started_stops_it_at_once(tmp_path):
     stop = tmp_path / "stop-ranks"
     stop.touch()
     env = {**os.environ, STOP_FILE_ENV: str(stop)}
-    res = subprocess.run([sys.executable, "-c", RANK], env=env, capture_output=True, text=True, timeout=20)
+    res = subprocess.run([sys.executable, "-c", RANK], env=env, capture_output=True, text=True, timeout=20,
+                         **sigint_at(signal.SIG_DFL))
     # KeyboardInterrupt from watch() itself, before the script trained a single step.
     assert res.returncode == -signal.SIGINT and res.stdout == "" and "KeyboardInterrupt" in res.stderr
 
@@ -101,11 +120,14 @@ def test_the_windows_tree_asks_through_the_file_and_never_through_os_kill(tmp_pa
     assert job.terminated == 1
 
 
-def stopped_through_the_file(workload: list[str]):
-    """``ddpstudio run --json`` with the Windows stop channel, Ctrl+C once training runs: (events, exit code)."""
+def stopped_through_the_file(workload: list[str], sigint=signal.SIG_DFL):
+    """``ddpstudio run --json`` with the Windows stop channel, Ctrl+C once training runs: (events, exit code).
+
+    The CLI starts with SIGINT at ``sigint`` (the default, as from a terminal, unless a test says otherwise)."""
     env = {**os.environ, STOP_CHANNEL_ENV: "file"}
     cli = subprocess.Popen([sys.executable, "-m", "ddpstudio", "run", "--json", *workload],
-                           stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, env=env)
+                           stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, env=env,
+                           **sigint_at(sigint))
     lines = []
     try:
         for line in cli.stdout:
@@ -139,6 +161,26 @@ def test_a_real_run_stops_through_the_file_channel(studio_home, workload):
     # the 5 s grace, when the tree's hard stop ends it (seen once at a load average of 8 on 2 cores).
     assert interrupted and all(codes[r] == -signal.SIGINT for r in interrupted), (codes, interrupted)
     assert set(codes) == {0, 1} and all(codes[r] in (-signal.SIGINT, -signal.SIGKILL) for r in codes), codes
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("workload", [
+    ["--max-steps", "100000", *TINY],
+    ["--script", str(SCRIPTS / "env_style.py"), "--script-style", "env", "--", "100000"],
+], ids=["recipe", "user script"])
+@pytest.mark.posix_only("SIGINT's inherited 'ignore' is a POSIX disposition")
+def test_a_run_started_with_sigint_ignored_stops_through_the_cli_and_the_file(studio_home, workload):
+    """``ddpstudio run`` started as ``nohup`` or ``bash run.sh &`` start it (SIGINT ignored, kept by Python): its
+    stop path (the SIGINT the CLI takes once the run is under way) and the stop file still end every rank, the
+    run ends 'stopped' (exit 3), and nothing is left running."""
+    evs, returncode = stopped_through_the_file(workload, sigint=signal.SIG_IGN)
+    done = final(evs)
+    assert done.get("state") == "stopped" and returncode == 3, done.data
+    run = RunDir.at(of_type(evs, "run_started")[0].get("run_dir"))
+    codes = {e.rank: e.get("exit_code") for e in of_type(evs, "rank_exited")}
+    interrupted = [r for r in (0, 1) if "KeyboardInterrupt" in run.stderr(r).read_text()]
+    assert interrupted and all(codes[r] == -signal.SIGINT for r in interrupted), (codes, interrupted)
+    assert not processes_of(studio_home)
 
 
 @pytest.mark.slow

@@ -3,7 +3,10 @@
 The shard comes from a DistributedSampler without shuffling. That sampler pads
 the index list by repeating its head so every rank gets the same number of
 samples; padded positions are masked out here, so loss and accuracy are over
-exactly the validation set, with no sample counted twice.
+exactly the validation set, with no sample counted twice. The totals live on
+the rank's device; the all-reduce goes through :func:`ddpstudio.rank.staged.all_reduce`,
+which stages them through CPU memory when the exchange is ``staged`` (pytorch #186535:
+a Gloo all-reduce of a CUDA tensor kills a Windows rank with 0xC0000005).
 """
 
 from __future__ import annotations
@@ -11,8 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-import torch.distributed as dist
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
+
+from ddpstudio.rank.staged import all_reduce
 
 
 @dataclass(frozen=True)
@@ -30,8 +34,9 @@ def make_loader(dataset: Dataset, rank: int, world_size: int, batch_size: int, w
 
 @torch.no_grad()
 def evaluate(model: torch.nn.Module, loader: DataLoader, device: torch.device, num_classes: int,
-             rank: int, world_size: int) -> EvalResult:
-    """Score ``model`` (the bare module: no DDP forward, so no collective per batch) on this rank's shard."""
+             rank: int, world_size: int, exchange: str) -> EvalResult:
+    """Score ``model`` (the bare module: no DDP forward, so no collective per batch) on this rank's shard;
+    ``exchange`` is the run's gradient exchange (``staged`` or ``native``)."""
     was_training = model.training
     model.eval()
     size = len(loader.dataset)
@@ -51,7 +56,7 @@ def evaluate(model: torch.nn.Module, loader: DataLoader, device: torch.device, n
         hit1 = top[:, 0] == labels
         hit5 = (top == labels[:, None]).any(dim=1)
         totals += torch.stack([losses[real].sum(), hit1[real].sum(), hit5[real].sum(), real.sum()]).double()
-    dist.all_reduce(totals)
+    all_reduce(totals, exchange)
     model.train(was_training)
     loss_sum, top1, top5, count = totals.tolist()
     count = max(count, 1.0)

@@ -165,12 +165,13 @@ class Trainer:
     # -- the loop ----------------------------------------------------------
     def _global_mean(self, value: float) -> float:
         import torch
-        import torch.distributed as dist
 
-        # Staged: never hand Gloo a CUDA tensor to all-reduce (pytorch #186535).
+        from ddpstudio.rank.staged import all_reduce
+
+        # Staged: a Python float starts in CPU memory, so no copy to the GPU and back is needed.
         device = "cpu" if self.plan.grad_exchange == "staged" else self.device
         t = torch.tensor([value], dtype=torch.float64, device=device)
-        dist.all_reduce(t)
+        all_reduce(t, self.plan.grad_exchange)
         return t.item() / self.world_size
 
     def _train_step(self, images, labels) -> float:
@@ -254,7 +255,7 @@ class Trainer:
             return
         self.evaluated_at, t0 = self.global_step, time.perf_counter()
         result = evaluate(self.model.module, self.val_loader, self.device, len(self.class_names),
-                          self.rank, self.world_size)
+                          self.rank, self.world_size, self.plan.grad_exchange)
         if self.rank == 0:
             self.emit.emit(protocol.EVAL, rank=None, step=self.global_step, epoch=epoch, loss=result.loss,
                            top1=result.top1, top5=result.top5, samples=result.samples,

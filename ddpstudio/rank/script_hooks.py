@@ -10,6 +10,8 @@
   Gloo group is done on a CPU copy, and every ``DistributedDataParallel`` on
   a Gloo group gets the staged communication hook (:mod:`ddpstudio.rank.staged`).
 - Compression ``fp16``: DDP on a Gloo group gets the float16 hook of its mode.
+- Exchange ``staged`` with ``find_unused_parameters`` or ``static_graph``: a
+  warning before training (the reducer's own all-reduce, :mod:`ddpstudio.rank.usedmap`).
 
 :func:`install` runs while ``import torch`` is still under way (torch imports
 ``torch.distributed`` from its ``__init__``), so it only swaps attributes;
@@ -29,6 +31,7 @@ from ddpstudio.core.exchange.choice import COMPRESSION_ENV, EXCHANGE_ENV
 from ddpstudio.rank.emit import Emitter, rank_from_env
 
 MARK = "_ddpstudio_hooked"
+WARNED = "_ddpstudio_used_map_warned"  # on a DDP model: told once about its reducer's own all-reduce
 
 
 def settings() -> tuple[str, str]:
@@ -59,7 +62,6 @@ def install(dist: ModuleType) -> None:
 class _State:
     def __init__(self, dist: ModuleType, emitter: Emitter, mode: str, compression: str) -> None:
         self.dist, self.emitter, self.mode, self.compression = dist, emitter, mode, compression
-        self.real_all_reduce = dist.all_reduce
 
     def running_mode(self) -> str:
         """What this rank's gradients actually do: staged only on a Gloo default group."""
@@ -92,16 +94,12 @@ class _State:
         return destroy_process_group
 
     def wrap_all_reduce(self, original: Any) -> Any:
-        self.real_all_reduce = original
-
         @functools.wraps(original)
         def all_reduce(tensor: Any, op: Any = None, group: Any = None, async_op: bool = False) -> Any:
             from ddpstudio.rank import staged  # imports torch: only once the script calls this
 
             op = self.dist.ReduceOp.SUM if op is None else op
-            if staged.needs_staging(tensor, group):
-                return staged.staged_all_reduce(tensor, op, group, async_op, reduce=original)
-            return original(tensor, op=op, group=group, async_op=async_op)
+            return staged.all_reduce(tensor, self.mode, op, group, async_op, reduce=original)
 
         return all_reduce
 
@@ -143,10 +141,12 @@ def _wrap_ddp_init(original: Any, state: _State, register: Any) -> Any:
         original(model, *args, **kwargs)
         if state.dist.get_backend(model.process_group) != "gloo":
             return
+        _warn_used_map(state, model)
         handle = None
 
         def first_forward(module: Any, _inputs: Any) -> None:
             handle.remove()
+            _warn_used_map(state, module)  # static_graph may have been set since, by _set_static_graph()
             if module._comm_hooks:
                 _warn(state, "the script registered its own DDP communication hook; DDP Studio's is not added")
                 return
@@ -158,6 +158,18 @@ def _wrap_ddp_init(original: Any, state: _State, register: Any) -> Any:
         handle = model.register_forward_pre_hook(first_forward)
 
     return __init__
+
+
+def _warn_used_map(state: _State, model: Any) -> None:
+    """Once per model, before its first backward: DDP's own all-reduce that the staged exchange cannot reach."""
+    from ddpstudio.rank.usedmap import unreachable_all_reduce
+
+    if getattr(model, WARNED, False):
+        return
+    message = unreachable_all_reduce(model, state.mode)
+    if message:
+        setattr(model, WARNED, True)
+        _warn(state, message)
 
 
 def _warn(state: _State, message: str) -> None:

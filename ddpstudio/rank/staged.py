@@ -11,6 +11,10 @@ backward pass as far as Gloo allows. The hook API is torch's
 
 Optional fp16 compression (either mode): the bucket travels as float16 (half
 the bytes) and is cast back, so the result is approximate.
+
+Every other all-reduce a rank makes (the recipe's, the evaluation's, a user
+script's through the rank helper) goes through :func:`all_reduce`, the one
+door that stages a CUDA tensor when the exchange is ``staged``.
 """
 
 # No ``from __future__ import annotations``: DDP compares the hook's annotations with the real
@@ -144,3 +148,19 @@ def needs_staging(tensor: Any, group: Any = None) -> bool:
         return dist.get_backend(group) == "gloo"
     except (RuntimeError, ValueError):
         return False
+
+
+def all_reduce(tensor: torch.Tensor, exchange: str, op: Any = dist.ReduceOp.SUM, group: Any = None,
+               async_op: bool = False, *, reduce: Any = None) -> Any:
+    """The one door for every all-reduce a rank makes outside DDP's bucket hook (the recipe's loss mean,
+    the evaluation's totals, a user script's calls through the rank helper); ``reduce`` is the real one.
+
+    With the ``staged`` exchange a CUDA tensor on a Gloo group goes through a CPU copy (pytorch #186535:
+    no kCUDA all-reduce in Windows builds, an access violation instead); everything else is handed to
+    ``reduce`` (default ``dist.all_reduce``, looked up at the call) as it is. tests/test_rank_collectives.py
+    checks by AST that nothing under ddpstudio/rank all-reduces any other way.
+    """
+    reduce = reduce or dist.all_reduce
+    if exchange == STAGED and needs_staging(tensor, group):
+        return staged_all_reduce(tensor, op, group, async_op, reduce=reduce)
+    return reduce(tensor, op=op, group=group, async_op=async_op)

@@ -44,6 +44,7 @@ def watch(path: str | None = None, poll_s: float = POLL_S) -> threading.Thread |
     if not path or _started is not None:
         return _started
     _watched = path
+    interruptible()
     if os.path.exists(path):  # a stop asked before we started: stop at once
         _asked.set()
         _thread.interrupt_main()
@@ -51,6 +52,25 @@ def watch(path: str | None = None, poll_s: float = POLL_S) -> threading.Thread |
     _started = threading.Thread(target=_poll, args=(path, poll_s), name="ddpstudio-stopwatch", daemon=True)
     _started.start()
     return _started
+
+
+def interruptible() -> None:
+    """Python's own SIGINT handler, where this process started without one, so the stop can interrupt it.
+
+    A process started with SIGINT ignored (``bash run.sh &``, nohup, some CI runners) keeps the ignore:
+    CPython's signal docs, "SIGINT is translated into a KeyboardInterrupt exception if the parent process
+    has not changed it". ``_thread.interrupt_main()`` then does nothing (C API docs of
+    ``PyErr_SetInterruptEx``: "If the given signal isn't handled by Python (it was set to signal.SIG_DFL
+    or signal.SIG_IGN), it will be ignored"), and the stop file would never stop this rank. Ranks run in
+    sessions of their own, so no terminal's Ctrl+C reaches them through this handler: only the stop does.
+    """
+    import signal
+
+    try:
+        if signal.getsignal(signal.SIGINT) in (signal.SIG_IGN, signal.SIG_DFL):
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+    except ValueError:  # not the main thread: only the main thread may set handlers (and interrupt_main aims there)
+        pass
 
 
 def _poll(path: str, poll_s: float) -> None:
