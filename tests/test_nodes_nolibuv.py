@@ -18,9 +18,7 @@ import psutil
 import pytest
 
 from ddpstudio.core import protocol
-from tests.test_nodes_run import nodes  # noqa: F401 (the fixture)
-
-pytestmark = [pytest.mark.slow]
+from tests.test_nodes_run import _studio, nodes  # noqa: F401 (nodes: the fixture)
 
 STANDIN = Path(__file__).resolve().parent / "standins" / "nolibuv"
 SCRIPTS = Path(__file__).resolve().parent / "scripts"
@@ -54,6 +52,7 @@ WORKLOADS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(280)  # below pytest-timeout's 300 s, which ends the whole run on Windows
 @pytest.mark.parametrize("workload", list(WORKLOADS))
 def test_host_and_join_meet_through_stores_that_never_ask_for_libuv(studio_home, nodes, tmp_path, workload):
@@ -90,3 +89,12 @@ def test_a_store_error_that_is_not_the_network_is_said_at_once_without_a_firewal
     assert message == ("could not open a client of the host's store at 127.0.0.1:29999: TCPStore is broken in this "
                        "PyTorch (test stand-in)"), done.stderr[-2000:]
     assert failure == "None" and float(seconds) < 10
+
+
+def test_on_windows_a_script_across_machines_needs_the_rank_helper(studio_home):
+    # Through the platform seam: refused before any adapter, port or process is touched.
+    result = _studio("host", "--nodes", "2", "--script", str(SCRIPTS / "ddp_env_style.py"), "--no-rank-helper",
+                     env={"DDPSTUDIO_PLATFORM": "windows"})
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith("ddpstudio: error: --no-rank-helper: on Windows a script's ranks reach the "
+                                    "host's store through DDP Studio's rank helper"), result.stderr
