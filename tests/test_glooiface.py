@@ -12,9 +12,10 @@ from ddpstudio.core.policy import Request, build_plan
 from ddpstudio.core.rendezvous.glooiface import ip_addresses, pin
 
 # psutil.net_if_addrs() on Windows: FriendlyName keys, MAC first (AF_LINK), then the unicast addresses in
-# GetAdaptersAddresses order (psutil/arch/windows/net.c), the order libuv lists them in for Gloo.
-ETHERNET = ["E8-D8-D1-AA-3C-BB", "192.168.1.20", "fe80::1c2b:9a3f:e10d:77a1"]
-IPV6_FIRST = ["E8-D8-D1-AA-3C-BB", "fe80::1c2b:9a3f:e10d:77a1", "192.168.1.20"]
+# GetAdaptersAddresses order (psutil/arch/windows/net.c), the order libuv lists them in for Gloo. Windows' default
+# dual-stack adapter lists its IPv6 link-local address first (ifaddr PR #59 shows such a listing).
+ETHERNET = ["E8-D8-D1-AA-3C-BB", "fe80::1c2b:9a3f:e10d:77a1", "192.168.1.20"]
+IPV4_ONLY = ["E8-D8-D1-AA-3C-BB", "192.168.1.20"]  # IPv6 unbound from the adapter (Disable-NetAdapterBinding)
 
 
 def _single() -> Plan:
@@ -23,10 +24,10 @@ def _single() -> Plan:
 
 
 def test_windows_pins_the_friendly_name_when_gloo_would_bind_the_chosen_ipv4_address():
-    assert ip_addresses(ETHERNET) == ["192.168.1.20", "fe80::1c2b:9a3f:e10d:77a1"]
-    assert pin("Ethernet 2", "192.168.1.20", ETHERNET, is_windows=True).ifname == "Ethernet 2"
+    assert ip_addresses(ETHERNET) == ["fe80::1c2b:9a3f:e10d:77a1", "192.168.1.20"]
+    assert pin("Ethernet 2", "192.168.1.20", IPV4_ONLY, is_windows=True).ifname == "Ethernet 2"
     choice = AdapterChoice("Ethernet 2", "192.168.1.20", "Ethernet 2 (192.168.1.20): the only LAN adapter",
-                           entries=tuple(ETHERNET))
+                           entries=tuple(IPV4_ONLY))
     plan = host_plan(_single(), 2, 1, choice, 29400, WINDOWS)
     assert plan.env["GLOO_SOCKET_IFNAME"] == "Ethernet 2"
     assert any(r.startswith("Gloo pinned to Ethernet 2 (GLOO_SOCKET_IFNAME; on Windows") for r in plan.reasons)
@@ -35,13 +36,13 @@ def test_windows_pins_the_friendly_name_when_gloo_would_bind_the_chosen_ipv4_add
 
 
 def test_windows_leaves_gloo_unpinned_when_the_name_would_bind_another_address_or_never_match():
-    ipv6 = pin("Ethernet", "192.168.1.20", IPV6_FIRST, is_windows=True)
+    ipv6 = pin("Ethernet", "192.168.1.20", ETHERNET, is_windows=True)
     assert ipv6.ifname is None and "lists fe80::1c2b:9a3f:e10d:77a1 before 192.168.1.20" in ipv6.why
-    localized = pin("Подключение по локальной сети", "192.168.1.20", ETHERNET, is_windows=True)
+    localized = pin("Подключение по локальной сети", "192.168.1.20", IPV4_ONLY, is_windows=True)
     assert localized.ifname is None and "ANSI code page" in localized.why and "rename the adapter" in localized.why
-    comma = pin("LAN, upstairs", "192.168.1.20", ETHERNET, is_windows=True)
+    comma = pin("LAN, upstairs", "192.168.1.20", IPV4_ONLY, is_windows=True)
     assert comma.ifname is None and "splits GLOO_SOCKET_IFNAME on commas" in comma.why
-    choice = AdapterChoice("Ethernet", "192.168.1.20", "Ethernet (192.168.1.20)", entries=tuple(IPV6_FIRST))
+    choice = AdapterChoice("Ethernet", "192.168.1.20", "Ethernet (192.168.1.20)", entries=tuple(ETHERNET))
     plan = host_plan(_single(), 2, 1, choice, 29400, WINDOWS)
     assert "GLOO_SOCKET_IFNAME" not in plan.env
     assert any("Gloo not pinned to the adapter 'Ethernet'" in r for r in plan.reasons)
@@ -68,5 +69,25 @@ def test_the_choice_carries_its_adapters_addresses_in_psutils_order():
             self.address = address
 
     choice = AdapterChoice("Ethernet", "192.168.1.20", "why")
-    assert with_entries(choice, {"Ethernet": [Entry(a) for a in IPV6_FIRST]}).entries == tuple(IPV6_FIRST)
+    assert with_entries(choice, {"Ethernet": [Entry(a) for a in ETHERNET]}).entries == tuple(ETHERNET)
     assert with_entries(choice, {}).entries == ()
+
+
+def test_the_default_windows_adapter_is_a_warning_up_front_with_the_remedy():
+    # Windows' default: IPv6 first. Gloo cannot be pinned to the IPv4 address, and the plan says so first thing.
+    choice = AdapterChoice("Ethernet", "192.168.1.20", "Ethernet (192.168.1.20): the only LAN adapter",
+                           entries=tuple(ETHERNET))
+    for plan in (host_plan(_single(), 2, 1, choice, 29400, WINDOWS),
+                 join_stub_plan(2, 2, "192.168.1.10", 29400, choice, WINDOWS)):
+        assert "GLOO_SOCKET_IFNAME" not in plan.env
+        [warning] = [r for r in plan.reasons if r.startswith("warning: ")]
+        assert warning.startswith("warning: Gloo not pinned to the adapter 'Ethernet': Gloo binds the first address "
+                                  "of the adapter it is pinned to, and Ethernet lists fe80::1c2b:9a3f:e10d:77a1 "
+                                  "before 192.168.1.20 (Windows lists a dual-stack adapter's IPv6 addresses first)")
+        assert warning.endswith('To pin Gloo to 192.168.1.20, unbind IPv6 from that adapter (PowerShell as '
+                                'administrator: Disable-NetAdapterBinding -Name "Ethernet" -ComponentID ms_tcpip6) '
+                                'and start again')
+    # With IPv6 unbound the same adapter pins, without a warning.
+    unbound = AdapterChoice("Ethernet", "192.168.1.20", "why", entries=tuple(IPV4_ONLY))
+    plan = host_plan(_single(), 2, 1, unbound, 29400, WINDOWS)
+    assert plan.env["GLOO_SOCKET_IFNAME"] == "Ethernet" and not any(r.startswith("warning: ") for r in plan.reasons)

@@ -4,6 +4,10 @@ commands and script, the ShellExecuteW call, the advice text, and the first-run 
 from __future__ import annotations
 
 import io
+import sys
+from pathlib import Path
+
+import pytest
 
 from ddpstudio.cli.nodes import offer_firewall_rules
 from ddpstudio.core import paths
@@ -46,7 +50,7 @@ def test_the_netsh_commands_script_and_elevated_call_are_exact():
 
 
 def test_the_advice_says_exactly_what_to_allow():
-    assert firewall.advice(PROGRAMS[2:], 29500) == "\n".join([
+    assert firewall.advice(PROGRAMS[2:], 29500, ("private",)) == "\n".join([
         "In Windows Defender Firewall on each machine of the run, allow incoming connections (direction: inbound, "
         "protocol: TCP, TCP port 29500 (the host's store) and Gloo's ports: any; profile: private) for these "
         "programs:",
@@ -57,7 +61,8 @@ def test_the_advice_says_exactly_what_to_allow():
         rf'"program={BASE}\python.exe" protocol=TCP localport=any profile=private enable=yes',
         rf'  netsh advfirewall firewall add rule "name=DDP Studio ({BASE}\pythonw.exe)" dir=in action=allow '
         rf'"program={BASE}\pythonw.exe" protocol=TCP localport=any profile=private enable=yes'])
-    assert "(direction: inbound, protocol: TCP, Gloo's ports: any; profile: private)" in firewall.advice(PROGRAMS, None)
+    assert "(direction: inbound, protocol: TCP, Gloo's ports: any; profile: private)" in \
+        firewall.advice(PROGRAMS, None, ("private",))
 
 
 def test_elsewhere_nothing_is_added_or_asked(tmp_path):
@@ -124,3 +129,82 @@ def test_a_refused_join_gets_the_advice_on_windows_when_a_firewall_is_the_likely
     assert firewall.advice_after(dropped, LINUX, 29500, PROGRAMS) is None
     for other in (StoreError("nothing listens"), handshake.Refused("wrong token")):
         assert firewall.advice_after(other, WINDOWS, 29500, PROGRAMS) is None
+
+
+# A real program standing in for PowerShell's Get-NetConnectionProfile: prints one NetworkCategory a line.
+def _profile_command(tmp_path: Path, *categories: str, code: int = 0) -> list[str]:
+    standin = tmp_path / "netconnectionprofile.py"
+    standin.write_text(f"import sys\nprint({chr(10).join(categories)!r})\nsys.exit({code})\n", encoding="utf-8")
+    return [sys.executable, str(standin)]
+
+
+@pytest.mark.parametrize(("categories", "profiles"), [
+    (("DomainAuthenticated",), ("domain",)),
+    (("Public", "Private"), ("private", "public")),  # two networks (a LAN and a Wi-Fi): netsh's order
+    (("Private", "Private"), ("private",)),
+    ((), ()),  # no network connected: unknown
+])
+def test_the_active_profiles_are_read_from_the_network_categories(tmp_path, categories, profiles):
+    assert firewall.active_profiles(WINDOWS, _profile_command(tmp_path, *categories)) == profiles
+
+
+def test_an_unreadable_profile_is_unknown_and_elsewhere_nothing_is_run(tmp_path):
+    assert firewall.active_profiles(WINDOWS, _profile_command(tmp_path, "Private", code=1)) == ()
+    assert firewall.active_profiles(WINDOWS, [str(tmp_path / "no-such-powershell.exe")]) == ()
+    assert firewall.active_profiles(LINUX, _profile_command(tmp_path, "Private")) == ()
+    assert firewall.PROFILE_COMMAND[-1] == "Get-NetConnectionProfile | ForEach-Object { [string]$_.NetworkCategory }"
+
+
+def test_a_domain_joined_machine_gets_domain_rules_and_the_advice_names_the_profile():
+    [rule] = firewall.rules(PROGRAMS[2:3], ("domain",))
+    assert firewall.command_line(rule.add_args()) == (
+        rf'netsh advfirewall firewall add rule "name=DDP Studio, domain networks ({BASE}\python.exe)" dir=in '
+        rf'action=allow "program={BASE}\python.exe" protocol=TCP localport=any profile=domain enable=yes')
+    text = firewall.advice(PROGRAMS[2:3], 29500, ("domain",))
+    assert "Gloo's ports: any; profile: domain) for these programs:" in text and "profile=domain" in text
+    assert "profile=private" not in text
+    # A private rule keeps the name earlier versions gave it, so one added then still counts.
+    assert [r.name for r in firewall.rules(PROGRAMS[2:3], ("private", "public"))] == [
+        rf"DDP Studio ({BASE}\python.exe)", rf"DDP Studio, public networks ({BASE}\python.exe)"]
+
+
+def test_a_public_network_is_named_with_what_its_rules_mean_and_an_unknown_one_says_so():
+    text = firewall.advice(PROGRAMS[2:3], None, ("public",))
+    assert "profile: public) for these programs" in text and "profile=public" in text
+    assert text.splitlines()[-1].startswith("Windows classes a network this machine is on as Public")
+    unknown = firewall.advice(PROGRAMS[2:3], None, ())
+    assert "profile: private (the profile of this machine's network could not be read" in unknown
+    assert "profile=private" in unknown
+
+
+def test_the_offer_adds_rules_for_the_active_profiles_and_asks_again_on_a_new_one():
+    added: list[list[str]] = []
+
+    def add(rules):
+        added.append([r.name for r in rules])
+        return None
+
+    there = lambda r: any(r.name in names for names in added)  # noqa: E731 (as the elevated netsh left them)
+    out = io.StringIO()
+    offer_firewall_rules(WINDOWS, 29500, True, PROGRAMS[2:3], present=there, add=add, ask=lambda p: "y", out=out,
+                         profiles=("domain",))
+    assert added == [[rf"DDP Studio, domain networks ({BASE}\python.exe)"]]
+    offer_firewall_rules(WINDOWS, 29500, True, PROGRAMS[2:3], present=there, add=add, ask=_never, out=out,
+                         profiles=("domain",))
+    assert len(added) == 1  # asked once for that profile
+    offer_firewall_rules(WINDOWS, 29500, True, PROGRAMS[2:3], present=there, add=add, ask=lambda p: "y", out=out,
+                         profiles=("domain", "public"))
+    assert added[1] == [rf"DDP Studio, public networks ({BASE}\python.exe)"]  # the new network's profile
+
+
+def test_a_marker_of_an_earlier_version_counts_as_asked_for_private_only():
+    paths.data_dir().mkdir(parents=True, exist_ok=True)
+    (paths.data_dir() / firewall.OFFERED_FILE).write_text("asked about the firewall rules for multi-machine runs\n",
+                                                          encoding="utf-8")
+    out = io.StringIO()
+    offer_firewall_rules(WINDOWS, 29500, False, PROGRAMS[2:3], present=lambda r: False, add=_never, ask=_never,
+                         out=out, profiles=("private",))
+    assert out.getvalue() == ""
+    offer_firewall_rules(WINDOWS, 29500, False, PROGRAMS[2:3], present=lambda r: False, add=_never, ask=_never,
+                         out=out, profiles=("public",))
+    assert "profile: public) for these programs" in out.getvalue()

@@ -64,6 +64,10 @@ def main(args: argparse.Namespace) -> int:
         return fail("--world-size counts one machine's ranks; for several machines give --ranks-per-node "
                     "(world size = nodes x ranks per node)")
     platform = current()
+    if args.script and args.no_rank_helper and platform.is_windows:
+        return fail("--no-rank-helper: on Windows a script's ranks reach the host's store through DDP Studio's "
+                    "rank helper (torch's own client asks for libuv, which PyTorch for Windows lacks: pytorch "
+                    "#148283); leave --no-rank-helper out")
     try:
         adapter = choose(override=args.ifname)
     except AdapterError as exc:

@@ -61,10 +61,11 @@ def launch_node(plan, spec, token: str, args: argparse.Namespace) -> int:
 
 
 def offer_firewall_rules(platform, port: int, interactive: bool, programs: list[str] | None = None, *,
-                         present=None, add=None, ask=input, out=None) -> None:
-    """Windows, the first multi-machine run here: offer to add inbound rules for this install's Pythons
-    (one administrator prompt); when declined, not interactive or failed, print exactly what to allow.
-    Asked once per data folder (a marker file), and not at all when the rules are there already."""
+                         present=None, add=None, ask=input, out=None, profiles: tuple[str, ...] | None = None) -> None:
+    """Windows, the first multi-machine run here on a network of this firewall profile: offer to add inbound
+    rules for this install's Pythons (one administrator prompt); when declined, not interactive or failed,
+    print exactly what to allow. Asked once per data folder and profile (a marker file), and not at all when
+    the rules are there already. ``profiles``: the active ones (default: read, ``firewall.active_profiles``)."""
     from ddpstudio.core import paths
     from ddpstudio.core.nodes import firewall
 
@@ -72,12 +73,15 @@ def offer_firewall_rules(platform, port: int, interactive: bool, programs: list[
         return
     out = out or sys.stderr
     marker = paths.data_dir() / firewall.OFFERED_FILE
-    if marker.exists():
+    profiles = firewall.active_profiles(platform) if profiles is None else profiles
+    wanted = profiles or (firewall.PROFILE,)
+    asked = _asked_profiles(marker)
+    if set(wanted) <= asked:
         return
     programs = programs or firewall.node_programs(platform)
     present = present or (lambda rule: firewall.present(rule, platform))
     add = add or (lambda rules: firewall.add_elevated(rules, paths.data_dir(), platform))
-    missing = [r for r in firewall.rules(programs) if not present(r)]
+    missing = [r for r in firewall.rules(programs, wanted) if not present(r)]
     if missing:
         print("This is the first run over several machines here: Windows Defender Firewall must let DDP Studio's "
               "Python accept connections from the other machines.", file=out)
@@ -96,9 +100,24 @@ def offer_firewall_rules(platform, port: int, interactive: bool, programs: list[
         if why is None:
             print(f"added {len(missing)} firewall rule(s): {', '.join(r.name for r in missing)}", file=out)
         else:
-            print(f"The firewall rules were not added ({why}). " + firewall.advice(programs, port), file=out)
+            print(f"The firewall rules were not added ({why}). " + firewall.advice(programs, port, profiles),
+                  file=out)
     paths.data_dir().mkdir(parents=True, exist_ok=True)
-    marker.write_text("asked about the firewall rules for multi-machine runs\n", encoding="utf-8")
+    marker.write_text(f"{MARKER_TEXT}: {','.join(p for p in firewall.PROFILES if p in asked | set(wanted))}\n",
+                      encoding="utf-8")
+
+
+MARKER_TEXT = "asked about the firewall rules for multi-machine runs"
+
+
+def _asked_profiles(marker) -> set[str]:
+    """The firewall profiles already asked about; a marker of an earlier version (no list) asked for private."""
+    try:
+        text = marker.read_text(encoding="utf-8").strip()
+    except OSError:
+        return set()
+    listed = text.partition(":")[2]
+    return {p.strip() for p in listed.split(",") if p.strip()} if listed else {"private"}
 
 
 def _stop_on_stdin(session) -> None:

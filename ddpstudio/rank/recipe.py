@@ -56,15 +56,17 @@ class Trainer:
         from torch.utils.data import DataLoader, DistributedSampler
 
         from ddpstudio.rank.evaluate import make_loader
+        from ddpstudio.rank.hoststore import with_host_store
         from ddpstudio.rank.splits import build_splits
 
-        dist.init_process_group(
-            self.plan.backend,
+        # Several machines: the host's store, as a client without libuv (rank/hoststore.py, pytorch #148283).
+        dist.init_process_group(**with_host_store(dict(
+            backend=self.plan.backend,
             init_method=self.init_method,
             rank=self.rank,
             world_size=self.world_size,
             timeout=timedelta(seconds=self.plan.rendezvous_timeout),
-        )
+        )))
         if self.plan.backend == "gloo":
             from ddpstudio.rank.gloo_exit import settle_at_exit
 

@@ -5,6 +5,8 @@
   where none does is "not a distributed script");
 - ``init_process_group`` -> a ``rank_joined`` event (rank, world size,
   backend, device, pid, and the gradient exchange this rank really runs);
+  in a multi-machine run it meets at the host's store through a client
+  built without libuv (:mod:`ddpstudio.rank.hoststore`, pytorch #148283);
   ``destroy_process_group`` -> ``rank_left``.
 - Exchange ``staged`` (pytorch #186535): ``all_reduce`` of a CUDA tensor on a
   Gloo group is done on a CPU copy, and every ``DistributedDataParallel`` on
@@ -70,7 +72,8 @@ class _State:
     def wrap_init(self, original: Any) -> Any:
         @functools.wraps(original)
         def init_process_group(*args: Any, **kwargs: Any) -> Any:
-            result = original(*args, **kwargs)
+            arguments = _host_store_arguments(original, args, kwargs)
+            result = original(**arguments) if arguments is not None else original(*args, **kwargs)
             if str(self.dist.get_backend()) == "gloo":
                 from ddpstudio.rank.gloo_exit import settle_at_exit
 
@@ -115,6 +118,22 @@ class _State:
         self.emitter.emit(protocol.RANK_JOINED, pid=os.getpid(), world_size=dist.get_world_size(),
                           backend=str(dist.get_backend()), device=device, grad_exchange=self.running_mode(),
                           grad_compression=self.compression, source="rank helper")
+
+
+def _host_store_arguments(original: Any, args: tuple, kwargs: dict) -> dict[str, Any] | None:
+    """The call's arguments by name with the host's store (no libuv) in place of torch's agent-store
+    rendezvous (:mod:`ddpstudio.rank.hoststore`); None to make the call as the script wrote it."""
+    import inspect
+
+    from ddpstudio.rank.hoststore import with_host_store
+
+    try:
+        bound = inspect.signature(original).bind(*args, **kwargs)
+    except (TypeError, ValueError):
+        return None  # torch says what is wrong with the call
+    arguments = dict(bound.arguments)
+    changed = with_host_store(arguments)
+    return changed if changed is not arguments else None
 
 
 def _hook_ddp(state: _State) -> None:

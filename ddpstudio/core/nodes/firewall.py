@@ -11,6 +11,16 @@ So we build the ``netsh advfirewall`` commands, run them elevated when the
 user agrees (one UAC prompt: ``netsh -f SCRIPT`` through ShellExecuteW's
 "runas" verb), and otherwise say exactly what to allow. Qt-free; every
 Windows branch takes a :class:`Platform`, and the Win32 call is made only there.
+
+Rules apply per firewall profile (domain, private, public), and a rule for
+the wrong one does nothing: a domain-joined workstation's LAN is in the
+domain profile, a network Windows was told to distrust in the public one.
+So the rules are made for the profile(s) of the networks this machine is on
+now, as ``Get-NetConnectionProfile`` reports them (Microsoft Learn: its
+``NetworkCategory`` is ``Public``, ``Private`` or ``DomainAuthenticated``; the
+values are enum names, the same in every Windows language, unlike
+``netsh advfirewall show currentprofile``'s text), one rule per program and
+profile, and the advice names the profile.
 """
 
 from __future__ import annotations
@@ -24,7 +34,12 @@ from pathlib import Path
 from ddpstudio.core.platform import Platform
 
 RULE_PREFIX = "DDP Studio"
-PROFILE = "private"  # a LAN the user trusts; Windows asks which profile a network is when it first joins it
+PROFILE = "private"  # when the active profile cannot be read: a LAN the user trusts
+PROFILES = ("domain", "private", "public")  # netsh's names, in its order
+# Get-NetConnectionProfile's NetworkCategory -> the firewall profile that applies to that network.
+CATEGORIES = {"DomainAuthenticated": "domain", "Private": "private", "Public": "public"}
+PROFILE_COMMAND = ["powershell.exe", "-NoProfile", "-NonInteractive", "-Command",
+                   "Get-NetConnectionProfile | ForEach-Object { [string]$_.NetworkCategory }"]
 SW_HIDE = 0
 OFFERED_FILE = "firewall-offered"  # in the data folder: the first multi-machine run asked once
 
@@ -33,11 +48,12 @@ OFFERED_FILE = "firewall-offered"  # in the data folder: the first multi-machine
 class Rule:
     name: str
     program: str
+    profile: str = PROFILE
 
     def add_args(self) -> list[str]:
         """The arguments after ``netsh`` that add this rule (inbound, TCP, any local port)."""
         return ["advfirewall", "firewall", "add", "rule", f"name={self.name}", "dir=in", "action=allow",
-                f"program={self.program}", "protocol=TCP", "localport=any", f"profile={PROFILE}", "enable=yes"]
+                f"program={self.program}", "protocol=TCP", "localport=any", f"profile={self.profile}", "enable=yes"]
 
     def show_args(self) -> list[str]:
         """``netsh`` arguments that exit 0 when the rule exists (reading rules needs no administrator)."""
@@ -68,8 +84,28 @@ def node_programs(platform: Platform, executable: str | None = None, **facts) ->
     return programs([exe, rank_interpreter(console, platform, **facts).executable])
 
 
-def rules(program_paths: list[str]) -> list[Rule]:
-    return [Rule(f"{RULE_PREFIX} ({path})", path) for path in program_paths]
+def active_profiles(platform: Platform, command: list[str] | None = None) -> tuple[str, ...]:
+    """The firewall profiles of the networks this machine is connected to now, in netsh's order; empty when
+    unknown (not Windows, or the command failed). ``command``: what prints one NetworkCategory a line."""
+    if not platform.is_windows:
+        return ()
+    try:
+        done = subprocess.run(command or PROFILE_COMMAND, capture_output=True, text=True, timeout=30,
+                              creationflags=getattr(subprocess, "CREATE_NO_WINDOW", 0))
+    except (OSError, subprocess.TimeoutExpired):
+        return ()
+    found = {CATEGORIES[line.strip()] for line in done.stdout.splitlines() if line.strip() in CATEGORIES}
+    return tuple(p for p in PROFILES if p in found) if done.returncode == 0 else ()
+
+
+def rule_name(path: str, profile: str) -> str:
+    """One rule per program and profile. A private one keeps the name earlier versions gave it (private only),
+    so a rule added then still counts."""
+    return f"{RULE_PREFIX} ({path})" if profile == PROFILE else f"{RULE_PREFIX}, {profile} networks ({path})"
+
+
+def rules(program_paths: list[str], profiles: tuple[str, ...] = (PROFILE,)) -> list[Rule]:
+    return [Rule(rule_name(path, profile), path, profile) for path in program_paths for profile in profiles]
 
 
 def command_line(args: list[str]) -> str:
@@ -82,28 +118,40 @@ def script(rule_list: list[Rule]) -> str:
     return "".join(subprocess.list2cmdline(r.add_args()) + "\r\n" for r in rule_list)
 
 
-def advice(program_paths: list[str], port: int | None) -> str:
-    """What to allow, exactly, for a user who adds the rules by hand (or asks an administrator)."""
+def advice(program_paths: list[str], port: int | None, profiles: tuple[str, ...] = ()) -> str:
+    """What to allow, exactly, for a user who adds the rules by hand (or asks an administrator). ``profiles``:
+    the active ones (:func:`active_profiles`); empty: unknown, and the rules are for the private profile."""
     ports = f"TCP port {port} (the host's store) and Gloo's ports: any" if port else "Gloo's ports: any"
+    named = ", ".join(profiles) if profiles else (f"{PROFILE} (the profile of this machine's network could not "
+                                                  "be read: check it in Settings > Network & internet)")
     lines = ["In Windows Defender Firewall on each machine of the run, allow incoming connections "
-             f"(direction: inbound, protocol: TCP, {ports}; profile: {PROFILE}) for these programs:",
+             f"(direction: inbound, protocol: TCP, {ports}; profile: {named}) for these programs:",
              *(f"  {path}" for path in program_paths),
              "or run these commands in a Command Prompt opened with 'Run as administrator':",
-             *(f"  {command_line(r.add_args())}" for r in rules(program_paths))]
+             *(f"  {command_line(r.add_args())}" for r in rules(program_paths, profiles or (PROFILE,)))]
+    if "public" in profiles:
+        lines.append("Windows classes a network this machine is on as Public: rules for the public profile let "
+                     "these programs accept connections on every public network (a cafe's Wi-Fi too). If it is "
+                     "your LAN, make it a private network instead (Settings > Network & internet > its "
+                     "properties) and run again.")
     return "\n".join(lines)
 
 
-def advice_after(exc: Exception, platform: Platform, port: int | None, programs: list[str] | None = None) -> str | None:
+def advice_after(exc: Exception, platform: Platform, port: int | None, programs: list[str] | None = None,
+                 profiles: tuple[str, ...] | None = None) -> str | None:
     """The advice to print after a refused join, on Windows, when a firewall is the likely cause: the host's store
     could not be reached (a :class:`~ddpstudio.core.nodes.store.StoreError` with a ``failure``: the host's port),
     or the host could not connect back here (a handshake ``Refused`` that is ``blocked``: Gloo's ports)."""
     if not platform.is_windows:
         return None
     if getattr(exc, "failure", None) is not None:
-        return advice(programs or node_programs(platform), port)
-    if getattr(exc, "blocked", False):
-        return advice(programs or node_programs(platform), None)
-    return None
+        blocked_port = port
+    elif getattr(exc, "blocked", False):
+        blocked_port = None
+    else:
+        return None
+    found = active_profiles(platform) if profiles is None else profiles
+    return advice(programs or node_programs(platform), blocked_port, found)
 
 
 def elevation_call(script_path: str) -> tuple[str, str, str, int]:

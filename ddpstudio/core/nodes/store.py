@@ -2,8 +2,17 @@
 
 The ranks use the same store (``TORCHELASTIC_USE_AGENT_STORE``: every rank is
 a client of the store at ``MASTER_ADDR:MASTER_PORT``, torch/distributed/rendezvous.py
-``_agent_store_serves``), so one port is all a firewall has to allow. Our own
+``_agent_store_serves``; the ranks build that client themselves, without libuv:
+:mod:`ddpstudio.rank.hoststore`), so one port is all a firewall has to allow. Our own
 keys live under ``ddpstudio/``. torch is imported here only, inside functions.
+
+No client asks for libuv: TCPStore's constructor checks ``use_libuv`` (default
+True) before it looks at ``is_master`` (torch/csrc/distributed/c10d/TCPStore.cpp,
+``TORCH_CHECK_WITH(DistStoreError, is_libuv_tcpstore_backend_available(), "use_libuv
+was requested but PyTorch was built without libuv support, ...")``), and the
+Windows wheels are built without it (pytorch #139990), so a client with the
+default fails there on every attempt. A client never runs libuv's server loop,
+so ``use_libuv=False`` changes nothing elsewhere.
 """
 
 from __future__ import annotations
@@ -86,19 +95,22 @@ def open_host_store(address: str, port: int, platform: Platform, timeout_s: floa
 def connect(address: str, port: int, timeout_s: float, stopped: Callable[[], bool] = lambda: False):
     """A client of the host's store; raises :class:`StoreError` when the host cannot be reached in time,
     or when ``stopped()`` turns true (each attempt lasts at most ``ATTEMPT_S``)."""
-    from torch.distributed import TCPStore
+    from torch.distributed import DistNetworkError, TCPStore
 
     deadline = time.monotonic() + timeout_s
     while True:
         attempt = max(0.5, min(ATTEMPT_S, deadline - time.monotonic()))
         try:
-            return TCPStore(address, port, None, False, timedelta(seconds=attempt))
+            return TCPStore(address, port, None, False, timedelta(seconds=attempt), use_libuv=False)
         except (OSError, RuntimeError) as exc:
+            if not isinstance(exc, (OSError, DistNetworkError)):  # not the network: retrying or a firewall hint would mislead
+                raise StoreError(f"could not open a client of the host's store at {address}:{port}: "
+                                 f"{_first_line(exc)}") from None
             if stopped():
                 raise StoreError("stopped while trying to reach the host; nothing was started") from None
             if time.monotonic() < deadline:
                 continue
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            first = _first_line(exc)
         failure = reach.check(address, port)
         if failure is not None and failure.kind is not reach.Blocked.REFUSED:
             raise StoreError(f"could not reach the host at {address}:{port} within {timeout_s:g} s: blocked: "
@@ -107,3 +119,8 @@ def connect(address: str, port: int, timeout_s: float, stopped: Callable[[], boo
         raise StoreError(f"could not reach the host at {address}:{port} within {timeout_s:g} s ({first}); check "
                          "that the host is still waiting for nodes, that this machine can reach that address, "
                          f"and that no firewall blocks TCP port {port} on the host")
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

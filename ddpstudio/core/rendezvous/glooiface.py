@@ -26,6 +26,21 @@ longer than one character, and the adapter's first address is the chosen one
 (a LAN adapter listing an IPv6 address first would bind Gloo there, and ranks
 of different address families cannot connect). Otherwise it stays unset and
 the reason says what to change. Linux and macOS keep the name as it is.
+
+A dual-stack adapter, Windows' default, lists its IPv6 addresses first
+(``GetAdaptersAddresses``' ``FirstUnicastAddress`` chain starts with the
+``fe80::`` one: ifaddr PR #59 shows such a listing), so on most machines the
+name cannot pin Gloo to the chosen IPv4 address. Nor can anything else a rank
+controls: ``init_process_group`` makes Gloo's group with the timeout-only
+constructor (``torch/distributed/distributed_c10d.py``
+``_create_gloo_process_group``), whose options come from
+``ProcessGroupGloo::Options::create_default`` (``ProcessGroupGloo.cpp``):
+``GLOO_SOCKET_IFNAME``, else ``createDefaultDevice``, i.e. ``gethostname()``;
+``GLOO_DEVICE_TRANSPORT`` picks a transport, not an address, and the uv
+``attr.ai_family`` stays ``AF_UNSPEC``. So that case is a warning in the
+plan's decisions, with the remedy: unbind IPv6 from that adapter
+(``Disable-NetAdapterBinding -Name NAME -ComponentID ms_tcpip6``, as in
+Microsoft's NetworkingDsc example) and the name pins it.
 """
 
 from __future__ import annotations
@@ -33,6 +48,9 @@ from __future__ import annotations
 import ipaddress
 from dataclasses import dataclass
 from typing import Iterable
+
+
+WARNING = "warning: "  # a decision the user should act on, not just read
 
 
 @dataclass(frozen=True)
@@ -71,9 +89,12 @@ def pin(name: str, address: str, entries: Iterable[str], is_windows: bool) -> Gl
     first = ips[0] if ips else None
     both_loopback = first is not None and _loopback(first) and _loopback(address)
     if first != address and not both_loopback:
-        return GlooPin(None, f"{unpinned}: Gloo binds the first address of the adapter it is pinned to, and {name} "
-                             f"lists {first or 'no address'} before {address}; Gloo uses the address this machine's "
-                             "name resolves to instead")
+        return GlooPin(None, f"{WARNING}{unpinned}: Gloo binds the first address of the adapter it is pinned to, "
+                             f"and {name} lists {first or 'no address'} before {address} (Windows lists a dual-stack "
+                             "adapter's IPv6 addresses first); its ranks use the address this machine's name "
+                             "resolves to instead, which may be another adapter's (a VPN's: pytorch #77523). To pin "
+                             f"Gloo to {address}, unbind IPv6 from that adapter (PowerShell as administrator: "
+                             f"Disable-NetAdapterBinding -Name \"{name}\" -ComponentID ms_tcpip6) and start again")
     return GlooPin(name, f"Gloo pinned to {name} (GLOO_SOCKET_IFNAME; on Windows the adapter's name as Network "
                          "Connections shows it)")
 
