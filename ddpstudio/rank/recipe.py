@@ -55,6 +55,7 @@ class Trainer:
         from torch.nn.parallel import DistributedDataParallel as DDP
         from torch.utils.data import DataLoader, DistributedSampler
 
+        from ddpstudio.rank.bnstats import calibration_loader
         from ddpstudio.rank.evaluate import make_loader
         from ddpstudio.rank.hoststore import with_host_store
         from ddpstudio.rank.splits import build_splits
@@ -80,6 +81,7 @@ class Trainer:
         dataset, self.class_names = splits.train, splits.class_names
         classes = len(self.class_names)
         self.val_loader = make_loader(splits.val, self.rank, self.world_size, spec.batch_size, spec.workers)
+        self.calibration = calibration_loader(splits.train, self.rank, self.world_size, spec.batch_size)
         if self.rank == 0:
             self.emit.emit(protocol.LOG, stream="recipe", line=f"validation: {splits.source}")
         if len(dataset) == 0:
@@ -251,11 +253,17 @@ class Trainer:
 
     def _evaluate(self, epoch: int) -> None:
         """Loss and accuracy on the validation set, over all ranks; once per step at most."""
+        import torch
+
+        from ddpstudio.rank import bnstats
         from ddpstudio.rank.evaluate import evaluate
 
         if self.evaluated_at == self.global_step:
             return
         self.evaluated_at, t0 = self.global_step, time.perf_counter()
+        # BatchNorm's running statistics lag the weights: recompute them first (rank/bnstats.py).
+        bnstats.recompute(self.model.module, self.calibration, self.device, self.plan.grad_exchange,
+                          torch.autocast(self.device.type, enabled=self.use_amp))
         result = evaluate(self.model.module, self.val_loader, self.device, len(self.class_names),
                           self.rank, self.world_size, self.plan.grad_exchange)
         if self.rank == 0:
