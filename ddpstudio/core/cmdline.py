@@ -104,8 +104,10 @@ def split_windows(line: str) -> list[str]:
 def _cmd_quote(arg: str) -> str:
     """``arg`` for a cmd.exe line that hands it, unchanged, to a program that splits by the CRT's rules.
 
-    cmd.exe reads a line before the program does (its phases: ``%VAR%`` expansion first, then ``^``
-    escapes and ``& | < > ( )`` outside double quotes). So: the argument is quoted for the CRT
+    cmd.exe reads a line before the program does: ``%VAR%`` expansion first (a name that is not
+    defined stays as typed at the prompt), then ``^`` escapes and ``& | < > ( )`` outside double
+    quotes (Stack Overflow 4094699, "How does the Windows Command Interpreter (CMD.EXE) parse
+    scripts?", phases 1 and 2; Wine 8's cmd.exe removes carets first, tests/test_cmdline_wine.py). So: the argument is quoted for the CRT
     (``list2cmdline``); when that leaves a special character outside quotes it is quoted anyway,
     since inside quotes cmd.exe treats ``& | < > ^ ( )`` as text. ``%`` is expanded even inside
     quotes, and ``^`` does not escape there, so an argument with ``%`` or an embedded quote gets a
