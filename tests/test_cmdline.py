@@ -18,7 +18,8 @@ from ddpstudio.core.platform import LINUX, WINDOWS
 
 # Backslashes, spaces, '&', '%' and an apostrophe (a user folder such as C:\Users\O'Brien).
 PATH = r"C:\Users\O'Brien\my data\50% & more\imagenet"
-ARGS = ["--data", PATH, "--epochs", "2"]
+CACHE = r"C:\Users\O'Brien\cache"  # no blank: list2cmdline leaves it unquoted
+ARGS = ["--data", PATH, "--cache", CACHE, "--epochs", "2"]
 
 
 class CpuMachine:
@@ -143,27 +144,28 @@ def test_copy_as_command_keeps_a_windows_path():
     from ddpstudio.gui.command_line import command_line, run_arguments
 
     state = script_state(script_cwd=r"D:\work & play")
-    assert run_arguments(state, WINDOWS)[-5:] == ["--", *ARGS]
+    assert run_arguments(state, WINDOWS)[-len(ARGS) - 1:] == ["--", *ARGS]
     line = command_line(state, WINDOWS)
     assert line.startswith('cd /d "D:\\work & play" && ddpstudio run --script "C:\\my scripts\\train.py" ')
-    assert line.endswith(r' -- --data ^"C:\Users\O' "'" r'Brien\my data\50^% ^& more\imagenet^" --epochs 2')
+    assert line.endswith(r' -- --data ^"C:\Users\O' "'" r'Brien\my data\50^% ^& more\imagenet^" --cache '
+                         + CACHE + " --epochs 2")
 
 
 def test_the_host_dialog_command_keeps_a_windows_path():
     from ddpstudio.gui.node_commands import HostRequest, host_command
 
     command = host_command(script_state(), HostRequest(nodes=2), WINDOWS)
-    assert command[-5:] == ["--", *ARGS]
+    assert command[-len(ARGS) - 1:] == ["--", *ARGS]
 
 
 def test_the_dist_args_template_keeps_a_windows_path(monkeypatch, tmp_path):
     from ddpstudio.core.launch.commands import dist_args, rank_command
 
-    template = f"{DEFAULT_DIST_ARGS} --data {cmdline.join([PATH], WINDOWS)}"
+    template = f"{DEFAULT_DIST_ARGS} --data {cmdline.join([PATH], WINDOWS)} --cache {CACHE}"
     plan = planned(script_state(dist_args=template, script_path=a_script(tmp_path), store="tcp"))
-    assert dist_args(template, plan, 1, WINDOWS)[-2:] == ["--data", PATH]
+    assert dist_args(template, plan, 1, WINDOWS)[-4:] == ["--data", PATH, "--cache", CACHE]
     monkeypatch.setenv("DDPSTUDIO_PLATFORM", "windows")  # the launcher's own platform, through the seam
-    assert rank_command(plan, 1, "plan.json")[-2:] == ["--data", PATH]
+    assert rank_command(plan, 1, "plan.json")[-4:] == ["--data", PATH, "--cache", CACHE]
 
 
 def test_the_del_advice_is_a_console_line():

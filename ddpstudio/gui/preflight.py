@@ -42,7 +42,7 @@ def preflight(state: SetupState, machine, platform: Platform) -> Preflight:
         request = state.to_request(platform)
     except FieldError as exc:
         return Preflight((Problem(exc.field, str(exc)),))
-    problems = check_request(request)
+    problems = check_request(request, platform)
     if problems:
         return Preflight(tuple(problems))
     try:
