@@ -6,7 +6,9 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import psutil
@@ -15,6 +17,32 @@ import pytest
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 REPO = Path(__file__).resolve().parents[1]
 PYTHON = sys.executable
+# Every wait on a real process ends before pytest-timeout's 300 s (pyproject.toml). On Windows
+# pytest-timeout has no SIGALRM: its thread method ends the whole run with os._exit(1) at 300 s, so a
+# test's own deadline below that is what makes a slow or stuck process fail that one test alone.
+PROCESS_DEADLINE_S = 240.0
+
+
+@contextmanager
+def killed_after(proc: subprocess.Popen, seconds: float = PROCESS_DEADLINE_S, what: str = "the process"):
+    """Kill ``proc`` at the deadline, which also ends a loop blocked reading its output; the test then
+    fails, saying so. For waits that take no timeout (``for line in proc.stdout``, ``readline()``)."""
+    fired = threading.Event()
+
+    def kill() -> None:
+        if proc.poll() is None:
+            fired.set()
+            proc.kill()
+
+    timer = threading.Timer(seconds, kill)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
+    if fired.is_set():
+        pytest.fail(f"{what} (pid {proc.pid}) was still running after {seconds:g} s: killed")
 
 
 def processes_of(home: Path) -> list[psutil.Process]:
@@ -61,7 +89,7 @@ def warm_cache(tmp_path_factory) -> Path:
     # Where torchvision cannot be imported the cache stays empty and every home starts cold, as before;
     # test_warm_cache.py then fails, naming the missing file.
     subprocess.run([PYTHON, "-c", WARM_CACHE_CODE], env={**os.environ, "DDPSTUDIO_HOME": str(home)},
-                   capture_output=True, timeout=300, stdin=subprocess.DEVNULL)
+                   capture_output=True, timeout=PROCESS_DEADLINE_S, stdin=subprocess.DEVNULL)
     (home / "cache").mkdir(exist_ok=True)
     return home / "cache"
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from ddpstudio.core import protocol
-from tests.conftest import processes_of
+from tests.conftest import killed_after, processes_of
 from tests.studio import TINY, ddpstudio, events, final
 
 BAD_INPUT = 2
@@ -119,10 +119,11 @@ def test_disk_filling_up_during_a_run_stops_it_as_failed(studio_home, small_disk
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
     lines: list[str] = []
     try:
-        for line in cli.stdout:
-            lines.append(line)
-            if '"type":"global_step"' in line:
-                break
+        with killed_after(cli, what="ddpstudio run, before its first global step"):
+            for line in cli.stdout:
+                lines.append(line)
+                if '"type":"global_step"' in line:
+                    break
         fill(studio_home)
         t0 = time.monotonic()
         out, err = cli.communicate(timeout=120)

@@ -66,7 +66,7 @@ def recipe_runs(tmp_path_factory, warm_cache):
         for proc in procs.values():
             if proc.poll() is None:
                 proc.kill()
-                proc.communicate()
+                proc.communicate(timeout=60)
     assert not [p for p in processes_of(home) if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
     return runs
 

@@ -12,7 +12,7 @@ from PySide6.QtGui import QGuiApplication
 from ddpstudio.cli.run import add_parser, build_request
 from ddpstudio.core import protocol
 from ddpstudio.core.plan import DEFAULT_SPAWN_ARGS
-from ddpstudio.core.platform import LINUX, current
+from ddpstudio.core.platform import LINUX, WINDOWS, current
 from ddpstudio.gui.command_line import command_line, run_arguments
 from ddpstudio.gui.dialogs import ScriptedDialogs
 from ddpstudio.gui.field_help import FIELD_HELP
@@ -176,7 +176,7 @@ def test_copy_as_command_puts_the_line_on_the_clipboard(qtbot, open_window):
     assert window.explainer.copy_command() == "ddpstudio run --max-steps 5 --world-size 2"
     assert QGuiApplication.clipboard().text() == "ddpstudio run --max-steps 5 --world-size 2"
     cwd = SetupState(workload="script-env", script_path=r"C:\my scripts\t.py", script_cwd=r"D:\work")
-    assert command_line(cwd, windows=True) == (r'cd /d D:\work && ddpstudio run --script "C:\my scripts\t.py" '
+    assert command_line(cwd, WINDOWS) == (r'cd /d D:\work && ddpstudio run --script "C:\my scripts\t.py" '
                                                "--script-style env")
 
 

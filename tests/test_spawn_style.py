@@ -26,7 +26,7 @@ from ddpstudio.core.launch.rundir import RunDir
 from ddpstudio.core.rendezvous.ports import find_free_port, port_owner
 from ddpstudio.core.scriptstyle import suggest_style
 from ddpstudio.rank import spawnchild
-from tests.conftest import processes_of
+from tests.conftest import killed_after, processes_of
 from tests.studio import SCRIPTS, ddpstudio, events, final, of_type
 
 TUTORIAL = str(SCRIPTS / "tutorial_spawn.py")
@@ -147,15 +147,16 @@ def test_a_stop_mid_run_ends_the_script_and_every_rank_it_spawned(studio_home):
                            env=env)
     lines, stepping, run_dir = [], set(), None
     try:
-        for line in cli.stdout:  # until both spawned ranks train
-            lines.append(line)
-            [ev] = events(line) or [None]
-            if ev is not None and ev.type == protocol.RUN_STARTED:
-                run_dir = ev.get("run_dir")
-            if ev is not None and ev.type == protocol.STEP:
-                stepping.add(ev.rank)
-            if stepping == {0, 1}:
-                break
+        with killed_after(cli, what="ddpstudio run, before both spawned ranks trained"):
+            for line in cli.stdout:  # until both spawned ranks train
+                lines.append(line)
+                [ev] = events(line) or [None]
+                if ev is not None and ev.type == protocol.RUN_STARTED:
+                    run_dir = ev.get("run_dir")
+                if ev is not None and ev.type == protocol.STEP:
+                    stepping.add(ev.rank)
+                if stepping == {0, 1}:
+                    break
         pids = [e.get("pid") for e in of_type(events("".join(lines)), protocol.RANK_JOINED)]
         t0 = time.monotonic()
         RunDir.at(run_dir).stop_file.touch()

@@ -7,6 +7,7 @@ from ddpstudio.core.plan import Plan
 from ddpstudio.core.platform import LINUX, WINDOWS
 from ddpstudio.core.process.proctree import CREATE_NEW_PROCESS_GROUP, CREATE_NO_WINDOW, popen_options
 from ddpstudio.core.process.winjob import JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE, _BasicLimits, _ExtendedLimits
+from tests.conftest import killed_after
 
 
 def test_ranks_get_their_own_group_and_no_console_window_on_windows():
@@ -86,7 +87,8 @@ def test_lock_holders_ask_the_restart_manager_on_windows(monkeypatch, tmp_path):
     child = subprocess.Popen([sys.executable, "-c", f"f = open({store!r}, 'w'); print('open', flush=True); input()"],
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
-        assert child.stdout.readline().strip() == "open"
+        with killed_after(child, 60, "the child holding the store open"):
+            assert child.stdout.readline().strip() == "open"
         assert (child.pid, store) in lockholders.holders([store], LINUX)
     finally:
         child.communicate("\n", timeout=10)

@@ -188,7 +188,7 @@ def check_data_dir(kind: str, data_dir: str | None) -> list[Problem]:
     return []
 
 
-def check_script(spec: ScriptSpec) -> list[Problem]:
+def check_script(spec: ScriptSpec, platform=None) -> list[Problem]:
     if not spec.path:
         return [Problem("script", "choose the training script to run")]
     path = Path(spec.path).expanduser()
@@ -207,7 +207,7 @@ def check_script(spec: ScriptSpec) -> list[Problem]:
         probe = Plan(run_id="", run_dir="", world_size=2, backend="gloo", device="cpu", store="file",
                      init_method="file:///probe")
         try:
-            dist_args(spec.dist_args, probe, 0)
+            dist_args(spec.dist_args, probe, 0, platform)  # split by the rules the launcher will use
         except ValueError as exc:
             return [Problem("dist_args", str(exc))]
     return []
@@ -239,13 +239,13 @@ def check_port(port: int | None) -> list[Problem]:
                             "to pick a free one")]
 
 
-def check_request(request) -> list[Problem]:
-    """All problems of a :class:`ddpstudio.core.policy.Request`, in field order."""
+def check_request(request, platform=None) -> list[Problem]:
+    """All problems of a :class:`ddpstudio.core.policy.Request`, in field order (``platform``: where it runs)."""
     problems: list[Problem] = []
     if request.recipe is not None:
         problems += check_recipe(request.recipe)
     if request.script is not None:
-        problems += check_script(request.script)
+        problems += check_script(request.script, platform)
     problems += check_store_path(request.store_path)
     problems += check_port(request.port)
     problems += check_rendezvous(request)

@@ -1,32 +1,32 @@
 """The ``ddpstudio run ...`` line that does what the window's setup does ("Copy as command").
 
 Only what differs from the CLI's defaults is written, so the line stays
-short; quoting follows the platform's shell (cmd.exe rules on Windows,
-POSIX ``shlex`` elsewhere). A working folder for a script, which the CLI
-has no flag for, becomes a leading ``cd``.
+short. The script arguments are split, and the line quoted, by the platform's
+rules (core/cmdline.py: the C runtime's and cmd.exe's on Windows, POSIX
+``shlex`` elsewhere). A working folder for a script, which the CLI has no
+flag for, becomes a leading ``cd``.
 """
 
 from __future__ import annotations
 
-import shlex
-import subprocess
-
+from ddpstudio.core import cmdline
 from ddpstudio.core.plan import DEFAULT_DIST_ARGS, DEFAULT_SPAWN_ARGS, RecipeSpec
+from ddpstudio.core.platform import Platform, current
 from ddpstudio.core.scriptstyle import read_source, suggest_style
 from ddpstudio.gui.form_state import SetupState
 
 
-def _cli_would_guess_spawn(s: SetupState) -> bool:
+def _cli_would_guess_spawn(s: SetupState, platform: Platform | None) -> bool:
     """Without --script-style the CLI picks spawn for such a script: an args choice must then be said."""
     try:
-        script_args = shlex.split(s.script_args)
+        script_args = cmdline.split(s.script_args, platform)
     except ValueError:
         script_args = []
     return suggest_style(read_source(s.script_path.strip()), script_args) is not None
 
 
-def run_arguments(s: SetupState) -> list[str]:
-    """The arguments after ``ddpstudio run``."""
+def run_arguments(s: SetupState, platform: Platform | None = None) -> list[str]:
+    """The arguments after ``ddpstudio run``; the script's own split by ``platform``'s rules."""
     args: list[str] = []
 
     def flag(name: str, value, default=None) -> None:
@@ -35,7 +35,7 @@ def run_arguments(s: SetupState) -> list[str]:
 
     if s.is_script:
         args += ["--script", s.script_path.strip()]
-        if s.script_style != "args" or _cli_would_guess_spawn(s):
+        if s.script_style != "args" or _cli_would_guess_spawn(s, platform):
             args += ["--script-style", s.script_style]
         if s.script_style != "env":
             flag("--dist-args", s.dist_args, DEFAULT_SPAWN_ARGS if s.script_style == "spawn" else DEFAULT_DIST_ARGS)
@@ -71,15 +71,16 @@ def run_arguments(s: SetupState) -> list[str]:
         args += ["--store", "tcp"]
         flag("--port", s.port, 0)
     if s.is_script and s.script_args.strip():
-        args += ["--", *shlex.split(s.script_args)]
+        args += ["--", *cmdline.split(s.script_args, platform)]
     return args
 
 
-def command_line(s: SetupState, windows: bool) -> str:
-    """The whole line for the clipboard; raises ValueError when the script arguments cannot be split."""
-    words = ["ddpstudio", "run", *run_arguments(s)]
-    line = subprocess.list2cmdline(words) if windows else shlex.join(words)
+def command_line(s: SetupState, platform: Platform | None = None) -> str:
+    """The whole line for the clipboard (a console's: cmd.exe on Windows); raises ValueError when the
+    script arguments cannot be split."""
+    platform = platform or current()
+    line = cmdline.shell_line(["ddpstudio", "run", *run_arguments(s, platform)], platform)
     if s.is_script and s.script_cwd.strip():
-        cwd = s.script_cwd.strip()
-        line = f"cd /d {subprocess.list2cmdline([cwd])} && {line}" if windows else f"cd {shlex.quote(cwd)} && {line}"
+        cd = ["cd", "/d"] if platform.is_windows else ["cd"]
+        line = f"{cmdline.shell_line([*cd, s.script_cwd.strip()], platform)} && {line}"
     return line

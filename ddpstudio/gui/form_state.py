@@ -7,10 +7,11 @@ past run's plan (runs started by the CLI have no saved form).
 
 from __future__ import annotations
 
-import shlex
 from dataclasses import asdict, dataclass, fields
 
+from ddpstudio.core import cmdline
 from ddpstudio.core.plan import DEFAULT_DIST_ARGS, Plan, RecipeSpec, ScriptSpec
+from ddpstudio.core.platform import Platform
 from ddpstudio.core.policy import Request
 
 WORKLOADS = ("recipe", "script-args", "script-env", "script-spawn")
@@ -82,8 +83,11 @@ class SetupState:
     def script_style(self) -> str:
         return next((style for style, w in STYLE_WORKLOADS.items() if w == self.workload), "args")
 
-    def to_request(self) -> Request:
-        """The core's request; raises ValueError(field, message) for text that cannot be split."""
+    def to_request(self, platform: Platform | None = None) -> Request:
+        """The core's request; raises ValueError(field, message) for text that cannot be split.
+
+        The script arguments are split by ``platform``'s rules (core/cmdline.py): a Windows path
+        keeps its backslashes."""
         spawn = self.workload == STYLE_WORKLOADS["spawn"]  # the script decides its ranks: no world size
         request = Request(backend=self.backend, world_size=None if spawn else self.world_size or None,
                           store={"fresh": "auto", "fixed": "file", "tcp": "tcp"}.get(self.store, self.store),
@@ -93,7 +97,7 @@ class SetupState:
                           grad_compression=self.grad_compression, rank_helper=self.rank_helper)
         if self.is_script:
             try:
-                args = shlex.split(self.script_args)
+                args = cmdline.split(self.script_args, platform)
             except ValueError as exc:
                 raise FieldError("script_args", f"the script arguments cannot be split ({exc}); "
                                                 "check the quotes") from exc
@@ -117,7 +121,7 @@ class FieldError(ValueError):
         self.field = field
 
 
-def from_plan(plan: Plan) -> SetupState:
+def from_plan(plan: Plan, platform: Platform | None = None) -> SetupState:
     """The form for "run again" of a run whose form was not saved (e.g. started from the CLI)."""
     state = SetupState(world_size=plan.world_size, backend=plan.backend, grad_exchange=plan.grad_exchange,
                        grad_compression=plan.grad_compression, rank_helper=plan.rank_helper)
@@ -128,7 +132,7 @@ def from_plan(plan: Plan) -> SetupState:
     if plan.script is not None:
         s = plan.script
         state.workload = STYLE_WORKLOADS.get(s.style, "script-args")
-        state.script_path, state.script_args = s.path, shlex.join(s.args)
+        state.script_path, state.script_args = s.path, cmdline.join(s.args, platform)
         state.dist_args, state.script_cwd = s.dist_args, s.cwd or ""
         state.one_gpu_per_rank = s.one_gpu_per_rank
     elif plan.recipe is not None:

@@ -89,13 +89,13 @@ class MainWindow(QMainWindow):
                                      about=lambda: about(self.dialogs))
         self.launch_action, self.stop_action, self.cleanup_action = a.launch, a.stop, a.cleanup
         self.machine_panel = MachinePanel()
-        self.form = SetupForm(self.dialogs)
+        self.form = SetupForm(self.dialogs, platform=self.platform)
         self.launch_button = WindowActions.button(self.launch_action)
         self.stop_button = WindowActions.button(self.stop_action)
         self.cleanup_button = WindowActions.button(self.cleanup_action)
         left = SetupColumn(self.machine_panel, self.form, [self.launch_button, self.stop_button, self.cleanup_button])
 
-        self.bench_view = BenchView(self.bench, self.workers, self.dialogs, lambda: self.form.state().to_request())
+        self.bench_view = BenchView(self.bench, self.workers, self.dialogs, lambda: self.form.state().to_request(self.platform))
         self.run_view = RunView(self.workers, self.bench_view, dialogs=self.dialogs)
         # The parts tests and the rest of the window talk to directly.
         v = self.run_view

@@ -30,12 +30,12 @@ class HostRequest:
     store_path: str = ""  # "": meet at this machine's port; else the FileStore on a shared folder (sharedstore)
 
 
-def host_arguments(state: SetupState, request: HostRequest) -> list[str]:
+def host_arguments(state: SetupState, request: HostRequest, platform: Platform | None = None) -> list[str]:
     """The arguments after ``ddpstudio host``: the form's run options, then the machines'.
 
     The form's world size and store do not apply (a host's store is its TCPStore, its
     ranks are ``--ranks-per-node``), so they are left out rather than refused."""
-    args = run_arguments(replace(state, world_size=0, store="fresh", store_path="", port=0))
+    args = run_arguments(replace(state, world_size=0, store="fresh", store_path="", port=0), platform)
     machines = ["--nodes", str(request.nodes),
                 "--ranks-per-node", str(request.ranks_per_node) if request.ranks_per_node > 0 else "auto",
                 "--join-timeout", f"{request.join_timeout:g}"]
@@ -57,7 +57,7 @@ def _ddpstudio(platform: Platform) -> list[str]:
 
 
 def host_command(state: SetupState, request: HostRequest, platform: Platform) -> list[str]:
-    return [*_ddpstudio(platform), "host", *before_script_args(host_arguments(state, request), list(FRONT_END))]
+    return [*_ddpstudio(platform), "host", *before_script_args(host_arguments(state, request, platform), list(FRONT_END))]
 
 
 def join_command(platform: Platform, ifname: str = "") -> list[str]:

@@ -39,10 +39,10 @@ class LaunchReady:
 def preflight(state: SetupState, machine, platform: Platform) -> Preflight:
     """Validate the form and build a plan (not written anywhere)."""
     try:
-        request = state.to_request()
+        request = state.to_request(platform)
     except FieldError as exc:
         return Preflight((Problem(exc.field, str(exc)),))
-    problems = check_request(request)
+    problems = check_request(request, platform)
     if problems:
         return Preflight(tuple(problems))
     try:

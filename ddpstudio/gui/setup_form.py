@@ -12,6 +12,7 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFormLayout
                                QSpinBox, QVBoxLayout, QWidget)
 
 from ddpstudio.core.plan import DEFAULT_DIST_ARGS, LR_SCHEDULES
+from ddpstudio.core.platform import Platform
 from ddpstudio.core.policy import PolicyError, effective_batch
 from ddpstudio.core.validate import Problem
 from ddpstudio.gui.field_help import FIELD_HELP
@@ -44,8 +45,9 @@ def _spin(low: int, high: int, special: str = "", suffix: str = "") -> QSpinBox:
 class SetupForm(QWidget):
     changed = Signal()
 
-    def __init__(self, dialogs, parent: QWidget | None = None) -> None:
+    def __init__(self, dialogs, parent: QWidget | None = None, platform: Platform | None = None) -> None:
         super().__init__(parent)
+        self.platform = platform
         self.world_hint = 2  # ranks "auto" gives on this machine, for the effective batch
         self.editors: dict[str, QWidget] = {}
         self.errors: dict[str, QLabel] = {}
@@ -127,7 +129,7 @@ class SetupForm(QWidget):
         for name, editor in self.editors.items():
             (editor.edit if isinstance(editor, PathEdit) else editor).setToolTip(FIELD_HELP[name])
         self._tooltips = dict(FIELD_HELP)
-        self.style_offer = StyleOffer(e["workload"], e["script_path"], e["script_args"], e["dist_args"])
+        self.style_offer = StyleOffer(e["workload"], e["script_path"], e["script_args"], e["dist_args"], platform)
         self._rows["workload"][1].layout().insertWidget(1, self.style_offer.note)
         self._connect()
         self.set_state(SetupState())

@@ -10,12 +10,12 @@ the blog's node-level ``--world-size 1 --rank 0``).
 
 from __future__ import annotations
 
-import shlex
-
 from PySide6.QtCore import QObject, Qt
 from PySide6.QtWidgets import QComboBox, QLabel, QLineEdit
 
+from ddpstudio.core import cmdline
 from ddpstudio.core.plan import DEFAULT_DIST_ARGS, DEFAULT_SPAWN_ARGS
+from ddpstudio.core.platform import Platform
 from ddpstudio.core.scriptstyle import StyleSuggestion, read_source, suggest_style
 from ddpstudio.gui.form_state import STYLE_WORKLOADS
 from ddpstudio.gui.path_edit import PathEdit
@@ -26,8 +26,10 @@ TEMPLATES = {STYLE_WORKLOADS["args"]: DEFAULT_DIST_ARGS, SPAWN: DEFAULT_SPAWN_AR
 
 
 class StyleOffer(QObject):
-    def __init__(self, workload: QComboBox, script: PathEdit, script_args: QLineEdit, dist_args: QLineEdit) -> None:
+    def __init__(self, workload: QComboBox, script: PathEdit, script_args: QLineEdit, dist_args: QLineEdit,
+                 platform: Platform | None = None) -> None:
         super().__init__(workload)
+        self.platform = platform  # the script arguments are split by its rules (core/cmdline.py)
         self.workload, self.script, self.script_args, self.dist_args = workload, script, script_args, dist_args
         self.note = QLabel()
         self.note.setWordWrap(True)
@@ -54,7 +56,7 @@ class StyleOffer(QObject):
     def check(self, *_args) -> None:
         """Read the script again; switch to spawn style when it needs it and the user has not said otherwise."""
         try:
-            args = shlex.split(self.script_args.text())
+            args = cmdline.split(self.script_args.text(), self.platform)
         except ValueError:
             args = []
         path = self.script.text().strip()

@@ -56,7 +56,7 @@ class WindowExplainer:
     def copy_command(self) -> str:
         w = self.window
         try:
-            line = command_line(w.form.state(), w.platform.is_windows)
+            line = command_line(w.form.state(), w.platform)
         except ValueError as exc:
             w.statusBar().showMessage(f"Cannot copy the command: {exc}", 10000)
             return ""

@@ -249,7 +249,9 @@ class Benchmark:
         if final == protocol.FINISHED:
             return FAILED, (f"the run ended after {row.steps} measured steps of {self.config.steps}; "
                             "lower --steps or --warmup, or add data")
-        return FAILED, summary or error or f"the run ended without a result ({describe_exit(session.returncode, self.platform)})"
+        ended = f"the run ended without a result ({describe_exit(session.returncode, self.platform)})"
+        last_words = session.last_words
+        return FAILED, summary or error or (f"{ended}: {last_words}" if last_words else ended)
 
     # -- descriptions ------------------------------------------------------------------
     def _machine_facts(self, device: str) -> dict:

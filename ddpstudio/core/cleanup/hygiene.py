@@ -14,12 +14,11 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 from pathlib import Path
 
 from ddpstudio.core.process import killer, lockholders
 
-from ddpstudio.core import paths
+from ddpstudio.core import cmdline, paths
 
 from ddpstudio.core.cleanup import registry
 from ddpstudio.core.cleanup.findings import CleanReport, Findings, PrelaunchResult, ProcessInfo, StaleStore
@@ -341,7 +340,7 @@ def prelaunch_check(store_path: str, platform: Platform | None = None, *, _stopp
 
 def _not_ours_message(store_path: str, platform: Platform) -> str:
     holders = [pid for pid, _ in lockholders.holders([store_path], platform)]
-    delete = f'del "{store_path}"' if platform.is_windows else f"rm {shlex.quote(store_path)}"
+    delete = cmdline.shell_line(["del" if platform.is_windows else "rm", store_path], platform)
     text = (f"the store file {store_path} already exists, and no DDP Studio run left it there. A FileStore needs a "
             "new, empty file; an old one makes the ranks hang or fail (pytorch #55967).")
     if holders:

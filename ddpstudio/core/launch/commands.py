@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import ntpath
 import os
-import shlex
 import string
 from pathlib import Path
 
+from ddpstudio.core import cmdline
 from ddpstudio.core.exchange.choice import COMPRESSION_ENV, EXCHANGE_ENV
 from ddpstudio.core.plan import Plan, ScriptSpec
-from ddpstudio.core.platform import Platform
+from ddpstudio.core.platform import Platform, current
 from ddpstudio.core.launch.rundir import RunDir
 from ddpstudio.core.protocol import EVENTS_DIR_ENV, STOP_FILE_ENV
 
@@ -70,13 +70,14 @@ def gpu_problem(script: ScriptSpec | None, device: str) -> str | None:
     return None
 
 
-def dist_args(template: str, plan: Plan, rank: int) -> list[str]:
-    """The style-b arguments: split first, then fill in, so a URL with spaces stays one argument."""
+def dist_args(template: str, plan: Plan, rank: int, platform: Platform | None = None) -> list[str]:
+    """The style-b arguments: split first (by ``platform``'s rules, core/cmdline.py: a Windows path
+    keeps its backslashes), then fill in, so a URL with spaces stays one argument."""
     values = {"url": plan.init_method, "backend": plan.backend, "world_size": plan.world_size,
               "rank": rank, "local_rank": local_rank(plan, rank), "gpu": gpu_index(plan, rank),
               "port": plan.master_port or "", "addr": plan.master_addr}
     try:
-        return [token.format(**values) for token in shlex.split(template)]
+        return [token.format(**values) for token in cmdline.split(template, platform or current())]
     except (KeyError, IndexError, ValueError) as exc:
         raise ValueError(f"the argument template {template!r} is not valid ({exc}); "
                          f"use the fields {TEMPLATE_FIELDS}") from exc

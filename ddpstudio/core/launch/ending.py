@@ -10,14 +10,13 @@ is killed and the stream still ends with exactly one ``run_finished``.
 
 from __future__ import annotations
 
-import sys
 import time
 import traceback
 from pathlib import Path
 
 from ddpstudio.core import protocol
 from ddpstudio.core.launch.diskguard import DiskProblem, probe
-from ddpstudio.core.launch.endings import extra, failed_event
+from ddpstudio.core.launch.endings import extra, failed_event, to_stderr
 from ddpstudio.core.launch.outcome import judge
 from ddpstudio.core.launch.rankproc import RunState
 from ddpstudio.core.launch.rootcause import RankFailure
@@ -73,7 +72,7 @@ class RunEnding:
     def crashed(self, exc: BaseException) -> RunState:
         """The launcher's own code failed: kill every rank, and still end the stream with one run_finished."""
         message = f"the launcher itself failed ({type(exc).__name__}: {exc}); every rank was stopped"
-        traceback.print_exc(file=sys.stderr)
+        to_stderr(traceback.format_exc().rstrip())
         self.tree.kill()
         deadline = time.monotonic() + 10
         for r in self.ranks:
@@ -91,7 +90,7 @@ class RunEnding:
             self._reap()
             return self._finish()
         except Exception:
-            traceback.print_exc(file=sys.stderr)
+            to_stderr(traceback.format_exc().rstrip())
             self.release_claim()
             if not self._finished:
                 self._finished = True

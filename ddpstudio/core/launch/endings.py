@@ -29,9 +29,19 @@ def failed_event(message: str, run_dir: str | None = None) -> protocol.Event:
                                summary=message, run_dir=run_dir)
 
 
+def to_stderr(text: str) -> None:
+    """``text`` for whoever reads our stderr. A missing or broken one (a parent under pythonw gives a
+    pipe nobody reads: core/launch/session.py) must not end the launcher before its run_finished."""
+    try:
+        if sys.stderr is not None:
+            print(text, file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass
+
+
 def refuse(message: str, run_dir: str | None = None, out: TextIO | None = None) -> int:
     """Nothing was started: one error line on stderr, and the stream's one run_finished (failed). Exit 2."""
-    print(f"ddpstudio: error: {message}", file=sys.stderr)
+    to_stderr(f"ddpstudio: error: {message}")
     out = out or sys.stdout
     try:
         out.write(failed_event(message, run_dir).to_line() + "\n")

@@ -231,10 +231,12 @@ class Launcher(RankIntake, RunRecords, RunEnding):
         A signal or our kill did. So did an error after a stop was asked for: the first rank to stop
         leaves its peers' collectives without a partner ("Connection closed by peer", exit 1), which is
         the stop, not a failure. An error the rank reported before the stop was asked for stays one.
+        The same rule on Windows, where a rank that obeyed the stop file also exits with a plain
+        positive code: only the time of its error tells a crash from the stop (issue 19, item 8).
         """
         if self.state is not RunState.STOPPING:
             return False
-        if code < 0 or self._killed or self.platform.is_windows:
+        if code < 0 or self._killed:
             return True
         asked = self._stop_t if self.stop_requested.is_set() else None
         return asked is not None and (r.error_t is None or r.error_t >= asked)

@@ -1,13 +1,20 @@
 """Starts the launcher as a child process and reads its event stream (CLI, benchmarks).
 
 The window does the same through a QProcess; both speak to the launcher only
-through its stdin (``stop``) and its stdout (protocol events).
+through its stdin (``stop``) and its stdout (protocol events). Its stderr is a
+pipe we read, never our own: under pythonw (the window's benchmarks) we have
+none, and CPython then hands a child the write end of a pipe whose read end
+it has closed (Lib/subprocess.py ``_get_handles``: ``GetStdHandle`` is None ->
+``CreatePipe``, ``CloseHandle`` of the read end), so the launcher's first
+word on stderr raised and a refusal or a crash ended without its run_finished.
 """
 
 from __future__ import annotations
 
+import collections
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Iterator
 
@@ -20,6 +27,8 @@ from ddpstudio.core.process.proctree import CREATE_NEW_PROCESS_GROUP, CREATE_NO_
 
 
 LAUNCHER_MODULE = "ddpstudio.core.launch.launcher"
+STDERR_LINES = 50  # of the launcher's stderr, kept for a launcher that ends without a result
+STDERR_DRAIN_S = 5.0
 
 
 def launcher_command(plan_path: str | Path, python: str | None = None, module: str = LAUNCHER_MODULE,
@@ -41,6 +50,8 @@ class Session:
         self.proc: subprocess.Popen | None = None
         self.parser = protocol.EventParser()
         self.final: protocol.Event | None = None
+        self.stderr_tail: collections.deque[str] = collections.deque(maxlen=STDERR_LINES)
+        self._stderr_reader: threading.Thread | None = None
 
     def start(self) -> None:
         plan_path = write_plan(self.plan)
@@ -49,8 +60,23 @@ class Session:
         extra = ({"creationflags": CREATE_NEW_PROCESS_GROUP | CREATE_NO_WINDOW} if self.platform.is_windows
                  else {"start_new_session": True})
         self.proc = subprocess.Popen(launcher_command(plan_path, module=self.module, extra=self.extra),
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=self.env,
-                                     text=True, encoding="utf-8", bufsize=1, **extra)
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     env=self.env, text=True, encoding="utf-8", errors="replace", bufsize=1,
+                                     **extra)
+        self._stderr_reader = threading.Thread(target=self._read_stderr, name="launcher-stderr", daemon=True)
+        self._stderr_reader.start()
+
+    def _read_stderr(self) -> None:
+        """Keep the launcher's last stderr lines, and pass them on to ours when we have one."""
+        assert self.proc is not None and self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.stderr_tail.append(line.rstrip("\n"))
+            try:
+                if sys.stderr is not None:  # None under pythonw
+                    sys.stderr.write(line)
+                    sys.stderr.flush()
+            except (OSError, ValueError):
+                pass
 
     def events(self) -> Iterator[protocol.Event]:
         assert self.proc is not None and self.proc.stdout is not None
@@ -60,6 +86,13 @@ class Session:
                     self.final = event
                 yield event
         self.proc.wait()
+        if self._stderr_reader is not None:
+            self._stderr_reader.join(STDERR_DRAIN_S)  # its last words, unless a grandchild holds the pipe
+
+    @property
+    def last_words(self) -> str:
+        """The launcher's last non-empty stderr line ("" when it said nothing)."""
+        return next((line for line in reversed(self.stderr_tail) if line.strip()), "")
 
     def stop(self) -> None:
         if self.proc is None or self.proc.poll() is not None or self.proc.stdin is None:
