@@ -128,6 +128,11 @@ def test_demo_accuracy_rises_above_chance_and_the_weights_load_for_prediction(st
     chance = 1 / 10
     assert evals[-1].get("top1") > 3 * chance, [e.get("top1") for e in evals]
     assert evals[-1].get("loss") < math.log(10)
+    # Validation agrees with training (issue 20): BatchNorm's statistics are recomputed before each
+    # evaluation. Measured on this seed: eval loss 0.034, top-1 0.986 at step 40 (before: about 1.5 and 0.75).
+    train = [e.get("loss") for e in of_type(evs, protocol.GLOBAL_STEP)][-10:]
+    assert evals[-1].get("top1") > 0.9, [(e.get("loss"), e.get("top1")) for e in evals]
+    assert evals[-1].get("loss") < max(0.5, 3 * sum(train) / len(train)), (evals[-1], train)
     lrs = {e.get("step"): e.get("lr") for e in of_type(evs, protocol.GLOBAL_STEP)}
     base = of_type(evs, protocol.RUN_STARTED)[0].get("lr")
     assert lrs[1] == pytest.approx(lr_at(0, base, "cosine", 5, 40))
