@@ -72,6 +72,17 @@ def pytest_collection_modifyitems(config, items) -> None:
             item.add_marker(pytest.mark.skip(reason=f"POSIX only: {mark.args[0] if mark.args else 'see the test'}"))
 
 
+def pytest_runtestloop(session) -> None:
+    """The Wine tier's runtime is built (or found in its cache) before the first test, outside every
+    test's time limit: a cold build takes minutes, and faulthandler_timeout ends the whole run at 420 s."""
+    if session.config.option.collectonly or not any(item.get_closest_marker("wine") for item in session.items):
+        return
+    from tests import wine
+
+    if wine.missing() is None:
+        wine.build_runtime()
+
+
 # What check_request caches in the data folder: torchvision's model list and resnet18's verdict at the
 # default 32 pixels. Computing them imports torchvision (about 1.7 s on top of torch on an idle 2-core
 # machine, 3 s at load average 4) and builds the model on the meta device, in every `ddpstudio run` of a

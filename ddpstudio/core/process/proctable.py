@@ -56,6 +56,32 @@ class Proc:
     zombie: bool
 
 
+FIELDS = ("ppid", "create_time", "name", "cmdline", "status")
+
+
+def _readable(proc: psutil.Process) -> dict | None:
+    """``proc``'s FIELDS, each None where it cannot be read; None when the process is gone.
+
+    A field that cannot be read is a normal state, whatever psutil raises for it. Not only AccessDenied
+    (which ``process_iter(attrs)`` absorbs): psutil's Windows ``name()`` goes through ``exe()``, whose
+    ``NtQuerySystemInformation(SystemProcessIdInformation)`` fails with a bare ``OSError`` (WinError 87)
+    where the class is not implemented (Wine 8: ``psutil/_pswindows.py`` ``exe``, ``cext.proc_exe``), and
+    ``process_iter(attrs)`` lets that end the whole scan.
+    """
+    info: dict = {}
+    with proc.oneshot():
+        for name in FIELDS:
+            try:
+                info[name] = getattr(proc, name)()
+            except psutil.ZombieProcess:
+                info[name] = None  # a zombie is listed (as one), as process_iter(attrs) did
+            except psutil.NoSuchProcess:
+                return None
+            except (psutil.Error, OSError):
+                info[name] = None
+    return info
+
+
 class ProcTable:
     """All processes at one moment; lookups by pid, parent and (POSIX) process group."""
 
@@ -67,8 +93,10 @@ class ProcTable:
     @classmethod
     def take(cls) -> "ProcTable":
         procs: dict[int, Proc] = {}
-        for p in psutil.process_iter(["ppid", "create_time", "name", "cmdline", "status"]):
-            info = p.info
+        for p in psutil.process_iter():
+            info = _readable(p)
+            if info is None:
+                continue  # exited while the table was taken
             cmdline = info.get("cmdline")
             procs[p.pid] = Proc(p.pid, info.get("ppid"), info.get("create_time"), info.get("name") or "?",
                                 " ".join(cmdline) if cmdline else "",

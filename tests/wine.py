@@ -1,0 +1,142 @@
+"""The Wine tier's harness: DDP Studio run by Windows CPython and Windows PyTorch under Wine.
+
+The runtime comes from ``scripts/wine-env.sh`` (built once and cached; DDP Studio copied from this
+checkout each session). One private Wine prefix per session with a persistent wineserver (a Windows
+process then starts in 0.4 s, not 4 s); each test gets its own DDP Studio home on drive C:. Every
+program is started with pipes as its standard handles: Wine 8 cannot hand CPython a regular file as
+one (``scripts/wine_env.py`` WORKAROUNDS).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path, PureWindowsPath
+
+import psutil
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def missing() -> str | None:
+    """Why the tier cannot run here, or None."""
+    if sys.platform != "linux":
+        return "runs Windows CPython and PyTorch under Wine on Linux"
+    absent = sorted({"wine64" for tool in ("wine", "wineserver") if not shutil.which(tool)})
+    if absent:
+        return "needs Debian's wine64 (bash scripts/dev-env.sh --test installs it as root)"
+    return None
+
+
+def build_runtime(into: Path | None = None) -> Path:
+    """``scripts/wine-env.sh [--into INTO]``: the cached Windows runtime (built when missing), or INTO made
+    that runtime plus this checkout's DDP Studio."""
+    proc = subprocess.run(["bash", str(REPO / "scripts" / "wine-env.sh"), *(["--into", str(into)] if into else [])],
+                          env={**os.environ, "PYTHON": sys.executable}, capture_output=True, text=True, timeout=1500)
+    if proc.returncode != 0:
+        raise RuntimeError(f"scripts/wine-env.sh failed:\n{proc.stdout}{proc.stderr}")
+    print(proc.stderr.strip())
+    return Path(proc.stdout.strip())
+
+
+def wine_env(prefix: Path, home: Path) -> dict[str, str]:
+    """The environment ``scripts/wine_env.py`` defines (prefix, HOME, the workarounds' variables)."""
+    sys.path.insert(0, str(REPO / "scripts"))
+    try:
+        import wine_env
+    finally:
+        sys.path.pop(0)
+    return wine_env.wine_env(prefix, home)
+
+
+class WindowsBox:
+    """A Wine prefix with the Windows runtime: runs its python.exe, maps paths, finds its processes."""
+
+    def __init__(self, base: Path, runtime: Path) -> None:
+        self.base, self.runtime = base, runtime
+        self.prefix = base / "prefix"
+        (base / "home").mkdir(parents=True, exist_ok=True)
+        self.env = wine_env(self.prefix, base / "home")
+        self.python_exe = self.windows(runtime / "python.exe")
+
+    def boot(self) -> None:
+        # Persistent: the server stays between programs. It forks into the background and keeps its
+        # standard handles, so they are not pipes we would wait on.
+        self.prefix.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["wineserver", "-p"], env=self.env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL, timeout=60, check=True)
+        # Into a file: the services wineboot starts keep its standard handles open as long as the server lives.
+        with open(self.base / "wineboot.log", "wb") as log:
+            subprocess.run(["wine", "wineboot", "-i"], env=self.env, stdin=subprocess.DEVNULL, stdout=log,
+                           stderr=log, timeout=300, check=True)
+
+    def shut_down(self) -> None:
+        subprocess.run(["wineserver", "-k"], env=self.env, capture_output=True, timeout=60)
+
+    # -- paths -----------------------------------------------------------------------------------
+    @staticmethod
+    def windows(path: Path) -> str:
+        """A Linux path as Wine's Z: drive shows it."""
+        return "Z:" + str(path).replace("/", "\\")
+
+    def unix(self, path: str) -> Path:
+        """Where a C:\\ path of this prefix lies on Linux."""
+        win = PureWindowsPath(path)
+        assert win.drive.upper() == "C:", path
+        return self.prefix / "drive_c" / Path(*win.parts[1:])
+
+    # -- programs --------------------------------------------------------------------------------
+    def popen(self, *args: str, home: str, **env: str) -> subprocess.Popen:
+        """``python.exe ARGS`` with DDPSTUDIO_HOME=``home``; stdin, stdout and stderr are pipes."""
+        return subprocess.Popen(["wine", str(self.runtime / "python.exe"), *args],
+                                env={**self.env, "DDPSTUDIO_HOME": home, **env}, stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, encoding="utf-8",
+                                errors="replace")
+
+    def ddpstudio(self, *args: str, home: str, timeout: float = 300, **env: str) -> subprocess.CompletedProcess:
+        proc = self.popen("-m", "ddpstudio", *args, home=home, **env)
+        try:
+            out, err = proc.communicate("", timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
+            raise AssertionError(f"ddpstudio {' '.join(args)} ran past {timeout} s:\n{out}\n{err}") from None
+        return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+    # -- processes -------------------------------------------------------------------------------
+    def processes(self) -> list[psutil.Process]:
+        """Linux processes that are Windows programs started from this runtime (not Wine's own services)."""
+        marker = self.windows(self.runtime).lower()
+        found = []
+        for proc in psutil.process_iter(["cmdline"]):
+            try:
+                line = " ".join(proc.info["cmdline"] or []).lower()
+            except psutil.Error:
+                continue
+            if marker in line:
+                found.append(proc)
+        return found
+
+    def assert_none_left(self, within_s: float = 10) -> None:
+        """None of this runtime's processes is running (waits up to ``within_s``); ends any that are."""
+        deadline = time.monotonic() + within_s
+        left = self.processes()
+        while left and time.monotonic() < deadline:
+            time.sleep(0.2)
+            left = [p for p in left if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+        described = []
+        for proc in left:
+            try:
+                described.append(f"{proc.pid} {' '.join(proc.cmdline()[:6])}")
+                proc.kill()
+            except psutil.Error:
+                pass
+        assert not described, f"Windows processes left running: {described}"
+
+
+def report(stdout: str) -> dict:
+    return json.loads(stdout)
