@@ -27,6 +27,7 @@ RANK_STARTED = "rank_started"
 RANK_JOINED = "rank_joined"
 RANK_LEFT = "rank_left"  # a script's rank called destroy_process_group (reported by the rank helper)
 RANK_WATCHED = "rank_watched"  # the rank helper saw a script's rank import torch.distributed
+RANK_NO_TORCH = "rank_no_torch"  # the rank helper saw a script's rank exit without importing torch
 STEP = "step"
 GLOBAL_STEP = "global_step"
 EPOCH_END = "epoch_end"
@@ -47,6 +48,7 @@ KNOWN_TYPES = frozenset(
         RANK_JOINED,
         RANK_LEFT,
         RANK_WATCHED,
+        RANK_NO_TORCH,
         STEP,
         GLOBAL_STEP,
         EPOCH_END,
@@ -69,7 +71,7 @@ class Outcome(StrEnum):
     FAILED = "failed"
     STOPPED = "stopped"
     NOTHING_TRAINED = "nothing_trained"  # the ranks joined, exited 0, and no rank trained a step
-    NOT_DISTRIBUTED = "not_distributed"  # torch was imported, no rank ever initialised a process group
+    NOT_DISTRIBUTED = "not_distributed"  # seen by the rank helper, no rank ever initialised a process group
 
 
 # Final states carried by run_finished (and the launcher's exit code; 2 is "refused, nothing started").
