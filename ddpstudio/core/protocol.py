@@ -21,6 +21,10 @@ EVENTS_DIR_ENV = "DDPSTUDIO_EVENTS_DIR"
 STOP_FILE_ENV = "DDPSTUDIO_STOP_FILE"
 # The read end of the launcher's lifeline pipe (POSIX): end-of-file means the launcher is gone.
 LIFELINE_FD_ENV = "DDPSTUDIO_LIFELINE_FD"
+# "No NCCL here" for a script's ranks: the rank helper gives a script that asks for NCCL Gloo instead
+# (rank/ncclswap.py). The launcher sets it to NO_NCCL_WINDOWS from its Platform; tests set it on Linux.
+NO_NCCL_ENV = "DDPSTUDIO_NO_NCCL"
+NO_NCCL_WINDOWS = "windows"
 
 RUN_STARTED = "run_started"
 RANK_STARTED = "rank_started"
