@@ -34,12 +34,3 @@ def test_a_wrapper_that_gives_up_before_importing_torch_is_not_a_distributed_scr
     assert done.get("last_output") == {"0": [SHORTAGE], "1": [SHORTAGE]}
     assert not processes_of(studio_home)
 
-
-def test_without_the_rank_helper_nothing_is_known_against_it(studio_home):
-    """--no-rank-helper: nobody saw the ranks from inside, so the exit 0 stands (docs/protocol.md)."""
-    res = ddpstudio("run", "--json", "--script", str(SCRIPTS / "gpu_shortage_no_torch.py"), "--script-style", "env",
-                    "--world-size", "2", "--no-rank-helper", timeout=120, env=dict(os.environ, CUDA_VISIBLE_DEVICES=""))
-    evs = events(res.stdout)
-    assert res.returncode == 0 and final(evs).get("state") == protocol.FINISHED, res.stderr[-2000:]
-    assert not of_type(evs, protocol.RANK_NO_TORCH)
-    assert not processes_of(studio_home)

@@ -31,7 +31,7 @@ def style_of(script, *args: str):
 
 
 # -- the four public structures, as files ----------------------------------------------------------
-def test_the_imagenet_structure_is_args_style_unless_its_flag_is_given():
+def test_the_four_public_structures_each_get_their_style():
     assert style_of("imagenet_like.py") == style_of("imagenet_like.py", "DATA", "--arch", "resnet50")
     off = style_of("imagenet_like.py", "DATA", "--arch", "resnet50")
     assert (off.style, off.why, off.spawns) == ("args", OFF, False)
@@ -42,9 +42,7 @@ def test_the_imagenet_structure_is_args_style_unless_its_flag_is_given():
         "the script calls mp.spawn() (line 41): it starts its own ranks")
     # the earlier structure test script (blog_spawn.py) has the same gating
     assert style_of("blog_spawn.py", "--steps", "4").style == "args"
-
-
-def test_the_tutorials_unconditional_spawn_and_start_processes_are_spawn_style_and_torchrun_scripts_neither():
+    # the DDP tutorial's unconditional spawn and start_processes: spawn style; torchrun's env style: neither
     assert style_of("tutorial_spawn.py").why == "the script calls mp.spawn() (line 53): it starts its own ranks"
     started = style_of("start_processes_style.py")
     assert (started.style, started.why) == (
