@@ -161,10 +161,8 @@ def _flag_value(option: Option, before: object) -> object:
 
 
 def _converted(option: Option, raw: object) -> object:
-    if raw is UNKNOWN or option.action not in ("store", "custom") or option.nargs not in (None, "?"):
-        return UNKNOWN
-    if option.action == "custom":
-        return UNKNOWN
+    if raw is UNKNOWN or option.action != "store" or option.nargs not in (None, "?"):
+        return UNKNOWN  # a list (nargs, append) or an Action class of the script's own: not modelled
     if option.type is None:
         return raw
     convert = _TYPES.get(option.type)
