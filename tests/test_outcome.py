@@ -16,6 +16,7 @@ from ddpstudio.core.launch.outcome import copies_warning, judge, last_output_lin
 class Facts:
     rank: int
     watched: bool = True
+    torchless: bool = False
     in_group: bool = True
     trained: bool = True
     lines: list[str] = field(default_factory=list)
@@ -35,8 +36,13 @@ def two(**kw) -> list[Facts]:
     ({"in_group": False}, 2, protocol.NOT_DISTRIBUTED),  # N copies
     ({"in_group": False}, 1, protocol.FINISHED),  # one plain process that trained: nothing wrong
     ({"in_group": False, "trained": False}, 1, protocol.NOT_DISTRIBUTED),
-    ({"watched": False, "in_group": False, "trained": False}, 2, protocol.FINISHED),  # helper off / no torch
+    ({"watched": False, "in_group": False, "trained": False}, 2, protocol.FINISHED),  # helper off
     ({"watched": False, "in_group": False}, 2, protocol.FINISHED),
+    # issue 23: torch never imported, said by the helper at exit: the same outcomes as with torch
+    ({"watched": False, "torchless": True, "in_group": False, "trained": False}, 2, protocol.NOT_DISTRIBUTED),
+    ({"watched": False, "torchless": True, "in_group": False, "trained": False}, 1, protocol.NOT_DISTRIBUTED),
+    ({"watched": False, "torchless": True, "in_group": False}, 2, protocol.NOT_DISTRIBUTED),
+    ({"watched": False, "torchless": True, "in_group": False}, 1, protocol.FINISHED),
 ])
 def test_the_outcome_table(kw, world, outcome):
     ranks = two(**kw)[:world]

@@ -124,14 +124,16 @@ def build_request(args: argparse.Namespace):
 
 
 def chosen_style(script: str, script_args: list[str]) -> str:
-    """No --script-style given: spawn when the script starts its own ranks (said on stderr), else args."""
+    """No --script-style given: spawn when the script starts its own ranks, else args (said on stderr when a
+    spawn call is off with these arguments: core/scriptstyle.py)."""
     from ddpstudio.core.scriptstyle import read_source, suggest_style
 
     suggestion = suggest_style(read_source(script), script_args)
     if suggestion is None:
         return "args"
-    print(f"ddpstudio: script style {suggestion.style}: {suggestion.why} "
-          "(--script-style args or env overrides)", file=sys.stderr)
+    others = "args or env" if suggestion.spawns else "spawn or env"
+    print(f"ddpstudio: script style {suggestion.style}: {suggestion.why} (--script-style {others} overrides)",
+          file=sys.stderr)
     return suggestion.style
 
 

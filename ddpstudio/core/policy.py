@@ -19,6 +19,7 @@ from typing import Callable, Protocol
 from ddpstudio.core import paths
 from ddpstudio.core.exchange import choice as exchange_choice
 from ddpstudio.core.plan import Plan, RecipeSpec, ScriptSpec
+from ddpstudio.core.protocol import NO_NCCL_ENV, NO_NCCL_WINDOWS
 from ddpstudio.core.platform import Platform
 from ddpstudio.core.rendezvous.glooiface import pin
 
@@ -254,6 +255,8 @@ def build_plan(request: Request, platform: Platform, machine: Machine,
             env["GLOO_SOCKET_IFNAME"] = iface
             reasons.append(f"Gloo pinned to the loopback interface ({iface}) so VPN or virtual "
                            "adapters cannot break a single-machine run")
+    if request.script is not None and platform.is_windows:
+        env[NO_NCCL_ENV] = NO_NCCL_WINDOWS  # a script's init_process_group("nccl") gets Gloo (rank/ncclswap.py)
     interpreter = rank_interpreter(console_python(sys.executable, platform), platform)
     env.update(interpreter.env)
     env.update(request.extra_env)

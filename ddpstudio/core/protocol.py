@@ -21,12 +21,17 @@ EVENTS_DIR_ENV = "DDPSTUDIO_EVENTS_DIR"
 STOP_FILE_ENV = "DDPSTUDIO_STOP_FILE"
 # The read end of the launcher's lifeline pipe (POSIX): end-of-file means the launcher is gone.
 LIFELINE_FD_ENV = "DDPSTUDIO_LIFELINE_FD"
+# "No NCCL here" for a script's ranks: the rank helper gives a script that asks for NCCL Gloo instead
+# (rank/ncclswap.py). The launcher sets it to NO_NCCL_WINDOWS from its Platform; tests set it on Linux.
+NO_NCCL_ENV = "DDPSTUDIO_NO_NCCL"
+NO_NCCL_WINDOWS = "windows"
 
 RUN_STARTED = "run_started"
 RANK_STARTED = "rank_started"
 RANK_JOINED = "rank_joined"
 RANK_LEFT = "rank_left"  # a script's rank called destroy_process_group (reported by the rank helper)
 RANK_WATCHED = "rank_watched"  # the rank helper saw a script's rank import torch.distributed
+RANK_NO_TORCH = "rank_no_torch"  # the rank helper saw a script's rank exit without importing torch
 STEP = "step"
 GLOBAL_STEP = "global_step"
 EPOCH_END = "epoch_end"
@@ -47,6 +52,7 @@ KNOWN_TYPES = frozenset(
         RANK_JOINED,
         RANK_LEFT,
         RANK_WATCHED,
+        RANK_NO_TORCH,
         STEP,
         GLOBAL_STEP,
         EPOCH_END,
@@ -69,7 +75,7 @@ class Outcome(StrEnum):
     FAILED = "failed"
     STOPPED = "stopped"
     NOTHING_TRAINED = "nothing_trained"  # the ranks joined, exited 0, and no rank trained a step
-    NOT_DISTRIBUTED = "not_distributed"  # torch was imported, no rank ever initialised a process group
+    NOT_DISTRIBUTED = "not_distributed"  # seen by the rank helper, no rank ever initialised a process group
 
 
 # Final states carried by run_finished (and the launcher's exit code; 2 is "refused, nothing started").

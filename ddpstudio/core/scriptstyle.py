@@ -4,22 +4,32 @@ The PyTorch examples' ImageNet script (and the PyTorch-on-Windows blog's
 command) takes ``--multiprocessing-distributed`` and spawns one process per
 GPU; the official DDP tutorial calls ``mp.spawn(demo_fn, ..., nprocs=...)``.
 Started once per rank, such a script starts N x N processes, so the front
-ends suggest ``--script-style spawn`` when they see either sign. Pure: text
-in, suggestion out (reading the file is :func:`read_source`'s job).
+ends suggest ``--script-style spawn`` when they see either sign. A spawn call
+that only runs when an argument asks for it (ImageNet's ``if
+args.multiprocessing_distributed:``, not given) is no such sign: that script
+is one process per rank, args style (core/scriptgate.py reads the gating).
+Pure: text in, suggestion out (reading the file is :func:`read_source`'s job).
 """
 
 from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+
+from ddpstudio.core.plan import DEFAULT_DIST_ARGS
+from ddpstudio.core.scriptgate import Gate, dotted, gate
 
 SPAWN_FLAG = "--multiprocessing-distributed"
 MAX_SOURCE_BYTES = 2_000_000
 SPAWN_FUNCTIONS = ("spawn", "start_processes")
 MODULE_NAMES = ("mp", "multiprocessing", "torch.multiprocessing")
+# Modules whose spawn()/start_processes() start processes, imported under any name.
+SPAWN_MODULES = ("torch.multiprocessing", "multiprocessing", "torch.distributed.elastic.multiprocessing")
+# The options the args-style template appends: their values are the launcher's, unknown while choosing.
+TEMPLATE_OPTIONS = tuple(t for t in DEFAULT_DIST_ARGS.split() if t.startswith("--"))
 # For a script that does not parse (another Python's syntax): the same calls, not in a comment.
 _SPAWN_CALL = re.compile(r"^[^#\n]*?(?<![\w.])(?P<call>(?:torch\.)?(?:multiprocessing|mp)\.(?:spawn|start_processes))\s*\(",
                          re.MULTILINE)
@@ -32,43 +42,101 @@ class StyleSuggestion:
     style: str
     why: str
 
+    @property
+    def spawns(self) -> bool:
+        return self.style == "spawn"
+
+
+@dataclass(frozen=True)
+class SpawnCall:
+    """A call that starts processes: its dotted name as written, line, and node (None: found by text)."""
+
+    name: str
+    line: int
+    node: ast.Call | None = None
+
 
 def suggest_style(source: str | None, args: Sequence[str] = ()) -> StyleSuggestion | None:
-    """Spawn style when the arguments ask the script to spawn, or its source calls a spawn function."""
+    """Spawn style when the arguments ask the script to spawn, or its source calls a spawn function that
+    runs with them; args style, said why, when every such call is off with these arguments; else None."""
     if any(a == SPAWN_FLAG or a.startswith(SPAWN_FLAG + "=") for a in args):
         return StyleSuggestion("spawn", f"its arguments contain {SPAWN_FLAG}: the script starts one process "
                                         "per GPU itself")
-    found = spawn_call(source or "")
-    if found is not None:
-        call, line = found
-        return StyleSuggestion("spawn", f"the script calls {call}() (line {line}): it starts its own ranks")
-    return None
+    tree = _parse(source or "")
+    calls = spawn_calls(source or "", tree)
+    if not calls:
+        return None
+    gates = [gate(tree, c.node, args, TEMPLATE_OPTIONS) if tree is not None else None for c in calls]
+    for call, found in zip(calls, gates):
+        if found is None or found.runs:
+            return StyleSuggestion("spawn", f"the script calls {call.name}() (line {call.line}): it starts its own "
+                                            "ranks")
+    for call, found in zip(calls, gates):
+        if found.runs is None:
+            return StyleSuggestion("spawn", f"the script calls {call.name}() (line {call.line}): it starts its own "
+                                            f"ranks, unless `{found.condition}` (line {found.line}) is "
+                                            f"{_truth_word(not found.must_hold)}, which cannot be told from its "
+                                            f"arguments{_reading(found, ' (', ')')}")
+    call, found = calls[0], gates[0]
+    return StyleSuggestion("args", f"the script calls {call.name}() (line {call.line}) only when "
+                                   f"`{found.condition}` (line {found.line}) is {_truth_word(found.must_hold)}, and "
+                                   f"with its arguments it is not{_reading(found, ' (', ')')}: one process per rank")
+
+
+def _truth_word(value: bool) -> str:
+    return "true" if value else "false"
+
+
+def _reading(found: Gate, lead: str, end: str) -> str:
+    """``(--multiprocessing-distributed not given)``: what the condition reads of the arguments."""
+    said = [r.said() for r in found.reads]
+    return f"{lead}{', '.join(said)}{end}" if said else ""
 
 
 def spawn_call(source: str) -> tuple[str, int] | None:
     """The first ``mp.spawn(...)``-like call in ``source`` (its dotted name and line), code only."""
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError):
-        match = _SPAWN_CALL.search(source)
-        return (match.group("call"), source.count("\n", 0, match.start("call")) + 1) if match else None
-    calls = [(node.lineno, _dotted(node.func)) for node in ast.walk(tree) if isinstance(node, ast.Call)]
-    for line, name in sorted((line, name) for line, name in calls if name):
+    calls = spawn_calls(source, _parse(source))
+    return (calls[0].name, calls[0].line) if calls else None
+
+
+def spawn_calls(source: str, tree: ast.Module | None) -> list[SpawnCall]:
+    """Every ``mp.spawn(...)``-like call, in line order; by text when the source does not parse."""
+    if tree is None:
+        return [SpawnCall(m.group("call"), source.count("\n", 0, m.start("call")) + 1)
+                for m in _SPAWN_CALL.finditer(source)]
+    modules, functions = _spawn_names(tree)
+    found = []
+    for node in ast.walk(tree):
+        name = dotted(node.func) if isinstance(node, ast.Call) else None
+        if name is None:
+            continue
         module, _, function = name.rpartition(".")
-        if function in SPAWN_FUNCTIONS and module in MODULE_NAMES:
-            return name, line
-    return None
+        if (function in SPAWN_FUNCTIONS and module in modules) or (not module and name in functions):
+            found.append(SpawnCall(name, node.lineno, node))
+    return sorted(found, key=lambda c: (c.line, c.node.col_offset))
 
 
-def _dotted(node: ast.AST) -> str | None:
-    """``a.b.c`` for a chain of attribute lookups on a name, else None."""
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if not isinstance(node, ast.Name):
+def _spawn_names(tree: ast.Module) -> tuple[set[str], set[str]]:
+    """The names the spawn modules and functions go by here: ``import torch.multiprocessing as tmp``,
+    ``from torch.multiprocessing import start_processes``."""
+    modules, functions = set(MODULE_NAMES), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            modules.update(a.asname or a.name for a in node.names if a.name in SPAWN_MODULES)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            for a in node.names:
+                if f"{node.module}.{a.name}" in SPAWN_MODULES:
+                    modules.add(a.asname or a.name)
+                elif node.module in SPAWN_MODULES and a.name in SPAWN_FUNCTIONS:
+                    functions.add(a.asname or a.name)
+    return modules, functions
+
+
+def _parse(source: str) -> ast.Module | None:
+    try:
+        return ast.parse(source)
+    except (SyntaxError, ValueError):
         return None
-    return ".".join([node.id, *reversed(parts)])
 
 
 def read_source(path: str | Path) -> str | None:

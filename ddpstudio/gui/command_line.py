@@ -22,7 +22,8 @@ def _cli_would_guess_spawn(s: SetupState, platform: Platform | None) -> bool:
         script_args = cmdline.split(s.script_args, platform)
     except ValueError:
         script_args = []
-    return suggest_style(read_source(s.script_path.strip()), script_args) is not None
+    suggestion = suggest_style(read_source(s.script_path.strip()), script_args)
+    return suggestion is not None and suggestion.spawns
 
 
 def run_arguments(s: SetupState, platform: Platform | None = None) -> list[str]:

@@ -46,8 +46,11 @@ _RULES: tuple[tuple[Hint, tuple[str, ...]], ...] = (
           "unless your environment overrides it) and use 127.0.0.1 as the master address."),
      ("10049", "address not valid in its context", "makedeviceforhostname", "unsupported gloo device")),
     (Hint("no_nccl", "NCCL is not available here",
-          "PyTorch for Windows has no NCCL. Choose the gloo backend (auto does)."),
-     ("nccl built in", "doesn't have nccl", "nccl is not available")),
+          "PyTorch for Windows has no NCCL, and NCCL needs CUDA GPUs. Choose the gloo backend (auto does). A "
+          "script that asks for NCCL itself gets Gloo on Windows from DDP Studio's rank helper: keep the helper "
+          "on (leave out --no-rank-helper; in the window, tick \"Rank helper in my script\"), or change the "
+          "script's backend to gloo."),
+     ("nccl built in", "doesn't have nccl", "nccl is not available", "processgroupnccl is only supported with gpus")),
     (Hint("gloo_cuda_crash", "Gloo crashed all-reducing GPU tensors",
           "A rank died inside PyTorch without a Python error while Gloo exchanged gradients on the GPU. "
           "PyTorch for Windows cannot all-reduce CUDA tensors with Gloo (pytorch #186535). Choose the staged "

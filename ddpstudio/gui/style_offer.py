@@ -3,7 +3,9 @@
 When the chosen script calls ``mp.spawn`` or its arguments contain
 ``--multiprocessing-distributed`` (core/scriptstyle.py), the form switches a
 script workload to spawn style and says why; choosing another kind afterwards
-overrides it for that script and arguments. The distributed-arguments template
+overrides it for that script and arguments. A spawn call that the arguments
+leave off (ImageNet's ``--multiprocessing-distributed`` not given) is said
+too, as the reason for one process per rank, and undoes a switch of ours. The distributed-arguments template
 follows the style while the user has not edited it (args: per rank; spawn:
 the blog's node-level ``--world-size 1 --rank 0``).
 """
@@ -38,6 +40,7 @@ class StyleOffer(QObject):
         self.note.hide()
         self.suggestion: StyleSuggestion | None = None
         self._declined: tuple[str, str] | None = None  # (script, arguments) the user chose another kind for
+        self._switched = False  # spawn style is our choice, not the user's
         self._kind = workload.currentData()
         script.text_changed.connect(self.check)
         script_args.textChanged.connect(self.check)
@@ -48,6 +51,7 @@ class StyleOffer(QObject):
         """After the form was filled without signals: what the script suggests, shown, nothing switched."""
         self._kind = self.workload.currentData()
         self._declined = self._key()
+        self._switched = False
         self.check()
 
     def _key(self) -> tuple[str, str]:
@@ -62,12 +66,18 @@ class StyleOffer(QObject):
         path = self.script.text().strip()
         self.suggestion = suggest_style(read_source(path), args) if path else None
         kind = self.workload.currentData()
-        if self.suggestion is not None and kind in SCRIPT_KINDS and kind != SPAWN and self._key() != self._declined:
+        spawns = self.suggestion is not None and self.suggestion.spawns
+        if spawns and kind in SCRIPT_KINDS and kind != SPAWN and self._key() != self._declined:
             self.workload.setCurrentIndex(self.workload.findData(SPAWN))
+            self._switched = True
+        elif not spawns and kind == SPAWN and self._switched:
+            self.workload.setCurrentIndex(self.workload.findData(STYLE_WORKLOADS["args"]))
+            self._switched = False
         self._show()
 
     def _user_chose(self, _index: int) -> None:
-        if self.suggestion is not None and self.workload.currentData() != SPAWN:
+        self._switched = False
+        if self.suggestion is not None and self.suggestion.spawns and self.workload.currentData() != SPAWN:
             self._declined = self._key()
         self._show()
 
@@ -85,6 +95,10 @@ class StyleOffer(QObject):
             self.note.hide()
             return
         why = self.suggestion.why
+        if not self.suggestion.spawns:
+            self.note.setText(f"One process per rank: {why}.")
+            self.note.show()
+            return
         self.note.setText(f"Spawn style chosen: {why}. Choose another kind to override." if kind == SPAWN else
                           f"Spawn style suggested: {why}.")
         self.note.show()

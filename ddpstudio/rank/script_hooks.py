@@ -8,6 +8,9 @@
   in a multi-machine run it meets at the host's store through a client
   built without libuv (:mod:`ddpstudio.rank.hoststore`, pytorch #148283);
   ``destroy_process_group`` -> ``rank_left``.
+- NCCL asked for where there is none (Windows builds): Gloo instead, in
+  ``init_process_group`` and ``new_group`` (:mod:`ddpstudio.rank.ncclswap`);
+  ``rank_joined`` says ``asked_backend: "nccl"`` and rank 0 warns once.
 - Exchange ``staged`` (pytorch #186535): ``all_reduce`` of a CUDA tensor on a
   Gloo group is done on a CPU copy, and every ``DistributedDataParallel`` on
   a Gloo group gets the staged communication hook (:mod:`ddpstudio.rank.staged`).
@@ -49,7 +52,8 @@ def install(dist: ModuleType) -> None:
     c10d = sys.modules.get("torch.distributed.distributed_c10d")
     mode, compression = settings()
     state = _State(dist, Emitter(rank_from_env()), mode, compression)
-    wrappers = {"init_process_group": state.wrap_init, "destroy_process_group": state.wrap_destroy}
+    wrappers = {"init_process_group": state.wrap_init, "destroy_process_group": state.wrap_destroy,
+                "new_group": state.wrap_new_group}
     if mode == "staged":
         wrappers["all_reduce"] = state.wrap_all_reduce
     for name, wrap in wrappers.items():
@@ -64,6 +68,8 @@ def install(dist: ModuleType) -> None:
 class _State:
     def __init__(self, dist: ModuleType, emitter: Emitter, mode: str, compression: str) -> None:
         self.dist, self.emitter, self.mode, self.compression = dist, emitter, mode, compression
+        self.asked_backend: str | None = None  # what the script asked for, when it got Gloo instead
+        self.swap_said = False
 
     def running_mode(self) -> str:
         """What this rank's gradients actually do: staged only on a Gloo default group."""
@@ -72,17 +78,62 @@ class _State:
     def wrap_init(self, original: Any) -> Any:
         @functools.wraps(original)
         def init_process_group(*args: Any, **kwargs: Any) -> Any:
-            arguments = _host_store_arguments(original, args, kwargs)
+            arguments = self._arguments(original, args, kwargs, host_store=True)
+            if os.environ.get("RANK") is not None:  # args and env style: the rank is known before the call
+                self._say_swap(os.environ["RANK"] == "0")
             result = original(**arguments) if arguments is not None else original(*args, **kwargs)
             if str(self.dist.get_backend()) == "gloo":
                 from ddpstudio.rank.gloo_exit import settle_at_exit
 
                 settle_at_exit()  # no abort at exit after a last all-reduce (rank/gloo_exit.py)
             _hook_ddp(self)
+            self._say_swap(self.dist.get_rank() == 0)  # spawn style: the rank is known only now
             self._joined()
             return result
 
         return init_process_group
+
+    def wrap_new_group(self, original: Any) -> Any:
+        @functools.wraps(original)
+        def new_group(*args: Any, **kwargs: Any) -> Any:
+            arguments = self._arguments(original, args, kwargs, host_store=False)
+            return original(**arguments) if arguments is not None else original(*args, **kwargs)
+
+        return new_group
+
+    def _arguments(self, original: Any, args: tuple, kwargs: dict, host_store: bool) -> dict[str, Any] | None:
+        """The call's arguments by name, changed where the helper must: the host's store (no libuv) in place
+        of torch's agent-store rendezvous (:mod:`ddpstudio.rank.hoststore`), Gloo for an NCCL that is not
+        there (:mod:`ddpstudio.rank.ncclswap`); None to make the call as the script wrote it."""
+        import inspect
+
+        from ddpstudio.rank import ncclswap
+
+        try:
+            bound = dict(inspect.signature(original).bind(*args, **kwargs).arguments)
+        except (TypeError, ValueError):
+            return None  # torch says what is wrong with the call
+        changed = bound
+        if host_store:
+            from ddpstudio.rank.hoststore import with_host_store
+
+            changed = with_host_store(bound)
+        gloo = ncclswap.gloo_for(changed.get("backend"))
+        if gloo is not None and ncclswap.missing(self.dist) is not None:
+            self.asked_backend = self.asked_backend or str(changed["backend"])
+            changed = {**changed, "backend": gloo}
+        return changed if changed is not bound else None
+
+    def _say_swap(self, first_rank: bool) -> None:
+        """Once, on the first rank: the script asked for NCCL and gets Gloo (a warning event and a log line)."""
+        from ddpstudio.rank import ncclswap
+
+        if self.asked_backend is None or self.swap_said:
+            return
+        self.swap_said = True
+        why = ncclswap.missing(self.dist)
+        if first_rank and why is not None:
+            _warn(self, ncclswap.message(why))
 
     def wrap_destroy(self, original: Any) -> Any:
         @functools.wraps(original)
@@ -115,25 +166,10 @@ class _State:
         else:
             device = "cuda" if torch.cuda.is_available() else "cpu"  # not touched yet: index unknown
         self.emitter.rank = dist.get_rank()
+        asked = {"asked_backend": self.asked_backend} if self.asked_backend else {}
         self.emitter.emit(protocol.RANK_JOINED, pid=os.getpid(), world_size=dist.get_world_size(),
                           backend=str(dist.get_backend()), device=device, grad_exchange=self.running_mode(),
-                          grad_compression=self.compression, source="rank helper")
-
-
-def _host_store_arguments(original: Any, args: tuple, kwargs: dict) -> dict[str, Any] | None:
-    """The call's arguments by name with the host's store (no libuv) in place of torch's agent-store
-    rendezvous (:mod:`ddpstudio.rank.hoststore`); None to make the call as the script wrote it."""
-    import inspect
-
-    from ddpstudio.rank.hoststore import with_host_store
-
-    try:
-        bound = inspect.signature(original).bind(*args, **kwargs)
-    except (TypeError, ValueError):
-        return None  # torch says what is wrong with the call
-    arguments = dict(bound.arguments)
-    changed = with_host_store(arguments)
-    return changed if changed is not arguments else None
+                          grad_compression=self.compression, source="rank helper", **asked)
 
 
 def _hook_ddp(state: _State) -> None:

@@ -17,6 +17,9 @@ from ddpstudio.core.launch.outcome import copies_warning
 from ddpstudio.core.launch.rankproc import RankProc
 from ddpstudio.core.launch.scriptsteps import ScriptSteps
 
+# What the rank helper says of a rank on its own (the script reports nothing by them).
+HELPER_NEWS = (protocol.RANK_WATCHED, protocol.RANK_NO_TORCH)
+
 
 class RankIntake:
     """The launcher's reading side; expects the attributes :class:`Launcher` sets up."""
@@ -54,9 +57,11 @@ class RankIntake:
     def _pump_rank(self, r: RankProc, final: bool) -> None:
         for line in r.events.read_lines(final):
             for ev in r.parser.feed(line):
-                r.speaks = r.speaks or ev.type != protocol.RANK_WATCHED  # the helper's, not the script's
+                r.speaks = r.speaks or ev.type not in HELPER_NEWS  # the helper's, not the script's
                 if ev.type == protocol.RANK_WATCHED:
                     r.watched = True
+                elif ev.type == protocol.RANK_NO_TORCH:
+                    r.torchless = True
                 elif ev.type == protocol.RANK_JOINED:
                     r.joined = r.in_group = True
                 elif ev.type == protocol.STEP:

@@ -3,9 +3,11 @@
 A user's script whose ranks all exit 0 has not necessarily trained: the
 PyTorch examples' ``distributed/ddp/example.py`` prints "Unable to locate
 sufficient 2 gpus ... Exiting." and exits 0. What the launcher saw of each
-rank decides: whether the rank helper watched it (it imported
-``torch.distributed``), whether it initialised its process group
-(``rank_joined``) and whether it trained a step (reported or printed). The
+rank decides: whether the rank helper saw it (it imported
+``torch.distributed``, or exited without importing torch at all: a wrapper
+that gives up first), whether it initialised its process group
+(``rank_joined``) and whether it trained a step (reported or printed). Whether
+torch was imported changes the words, never the outcome (issue 23). The
 built-in recipe reports for itself and always ends plainly.
 """
 
@@ -24,6 +26,7 @@ STEP_EXAMPLES = "a line such as 'loss: 0.53' or 'Loss 5.3e-01', or ddpstudio.rep
 class RankFacts(Protocol):
     rank: int
     watched: bool  # the rank helper saw it import torch.distributed
+    torchless: bool  # the rank helper saw it exit without importing torch
     in_group: bool  # it said rank_joined (initialised its process group)
     trained: bool  # it reported or printed at least one training step
 
@@ -41,11 +44,14 @@ def judge(ranks: Sequence[RankFacts], world_size: int) -> Verdict:
     """The outcome of a script's run whose ranks all exited 0 and that nobody stopped."""
     in_group = [r for r in ranks if r.in_group]
     trained = any(r.trained for r in ranks)
-    if not in_group and any(r.watched for r in ranks) and not (world_size == 1 and trained):
+    seen = any(r.watched or r.torchless for r in ranks)  # from inside: no rank_joined means none joined
+    if not in_group and seen and not (world_size == 1 and trained):
         did = (f"each of the {len(ranks)} ranks trained its own copy" if trained
                else "and no rank trained a step")
-        summary = (f"not a distributed script: the ranks imported torch but none called "
-                   f"torch.distributed.init_process_group ({did}); all exited 0")
+        what = ("the ranks imported torch but none called torch.distributed.init_process_group"
+                if any(r.watched for r in ranks) else
+                "the ranks never imported torch, so none initialised a process group")
+        summary = f"not a distributed script: {what} ({did}); all exited 0"
         return Verdict(NOT_DISTRIBUTED, _with_last_words(summary, ranks), _last_output(ranks))
     if in_group and not trained:
         summary = (f"finished, but nothing trained: {len(in_group)} of {len(ranks)} rank(s) initialised their "

@@ -6,6 +6,8 @@ a user's) first on the ranks' PYTHONPATH; ``site`` imports the first
 It imports nothing heavy itself: a finder on ``sys.meta_path`` notices when
 the script imports ``torch.distributed`` and only then hands the module to
 :mod:`ddpstudio.rank.script_hooks` (rank reports, staged gradient exchange).
+A rank that exits without ever importing torch says so at exit
+(``rank_no_torch``): it cannot have joined a process group either.
 A failure here is printed as one line and never stops the script.
 """
 
@@ -67,6 +69,30 @@ class _Watch:
         return spec
 
 
+def _say_no_torch():
+    """At exit, when torch was never imported: this rank joined no process group (core/launch/outcome.py)."""
+    if WATCHED in sys.modules or "torch" in sys.modules:
+        return
+    try:
+        from ddpstudio.core import protocol
+        from ddpstudio.rank.emit import Emitter, rank_from_env
+    except ImportError:
+        return  # DDP Studio is not importable from this interpreter: nothing is known, nothing is said
+    try:
+        emitter = Emitter(rank_from_env())
+        emitter.emit(protocol.RANK_NO_TORCH, pid=os.getpid(), source="rank helper")
+        emitter.close()
+    except Exception as exc:
+        _warn("could not say that this rank never imported torch", exc)
+
+
+def _watch_for_torchless_exit():
+    if os.environ.get("DDPSTUDIO_EVENTS_DIR"):  # core.protocol.EVENTS_DIR_ENV: a rank of a run
+        import atexit
+
+        atexit.register(_say_no_torch)
+
+
 def _load(name):
     """A module of ``ddpstudio/rank`` loaded from its file alone: no package of ours is imported at start-up."""
     from importlib.util import module_from_spec, spec_from_file_location
@@ -118,6 +144,7 @@ _chain()
 _spawned_rank()
 _watch_for_stop()
 _watch_launcher()
+_watch_for_torchless_exit()
 if WATCHED in sys.modules:  # imported by the chained sitecustomize: too late to watch, hook it now
     try:
         __import__(HOOKS)
