@@ -65,12 +65,22 @@ def one_run(model: str, mode: tuple[str, str], args: argparse.Namespace) -> floa
     return throughput(times, WORLD * args.batch_size)
 
 
-PAIRED_MODELS = {"resnet18": 32, "alexnet": 64}  # model -> image size (alexnet needs at least 63 px)
+PAIRED_MODELS = {"resnet18": 32, "alexnet": 64, "resnet50": 64}  # model -> image size (alexnet needs 63 px or more)
 REFERENCE = "torch allreduce_hook"  # torch's reference Python hook: what staged must not exceed
 
 
-def paired_worker(rank: int, store: str, model_name: str, image_size: int, rounds: int, batch: int) -> None:
-    """One rank of the paired measurement: three DDP copies of one model, stepped in turn."""
+def paired_worker(rank: int, store: str, model_name: str, image_size: int, rounds: int, batch: int,
+                  device: str = "cpu", deterministic: bool = False) -> None:
+    """One rank of the paired measurement: DDP copies of one model, stepped in turn.
+
+    Every copy starts from the same weights and sees the same batches, so after the rounds each copy's
+    parameters can be compared with native's (``agreement``: bit-identical, or the largest difference).
+    With ``device="cuda"`` both ranks share GPU 0 and Gloo all-reduces CUDA tensors (native) or the
+    staged hook copies them through the CPU; ``deterministic`` turns on torch's deterministic kernels
+    (warn-only: an op without one still runs, so a difference may come from it, not the exchange).
+    """
+    import copy
+
     import torch
     import torch.distributed as dist
     import torchvision
@@ -79,13 +89,19 @@ def paired_worker(rank: int, store: str, model_name: str, image_size: int, round
     from ddpstudio.rank.staged import register
 
     torch.set_num_threads(1)
+    on_gpu = device == "cuda"
+    if on_gpu:
+        torch.cuda.set_device(0)
+    if deterministic:  # CUDA's cuBLAS also needs CUBLAS_WORKSPACE_CONFIG, set by paired() before CUDA starts
+        torch.use_deterministic_algorithms(True, warn_only=True)
     dist.init_process_group("gloo", init_method=store, rank=rank, world_size=WORLD)
     torch.manual_seed(0)
     from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
 
     models, optims = {}, {}
+    first = torchvision.models.get_model(model_name, weights=None, num_classes=10).to(device)
     for mode in (*MODES, REFERENCE):
-        net = DDP(torchvision.models.get_model(model_name, weights=None, num_classes=10))
+        net = DDP(copy.deepcopy(first), device_ids=[0] if on_gpu else None)
         if mode == REFERENCE:  # the price of any Python communication hook, for scale
             net.register_comm_hook(None, allreduce_hook)
         else:
@@ -94,6 +110,7 @@ def paired_worker(rank: int, store: str, model_name: str, image_size: int, round
         models[name], optims[name] = net, torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
     g = torch.Generator().manual_seed(rank)
     x, y = torch.randn(batch, 3, image_size, image_size, generator=g), torch.randint(0, 10, (batch,), generator=g)
+    x, y = x.to(device), y.to(device)
     times: dict[str, list[float]] = {name: [] for name in models}
     names = list(models)
     for r in range(rounds + 2):  # the first two rounds build and settle DDP's buckets: not counted
@@ -104,25 +121,38 @@ def paired_worker(rank: int, store: str, model_name: str, image_size: int, round
             optims[name].zero_grad()
             loss.backward()
             optims[name].step()
+            if on_gpu:
+                torch.cuda.synchronize()
             if r >= 2:
                 times[name].append(time.perf_counter() - t0)
     if rank == 0:
         params = sum(p.numel() for p in models[names[0]].parameters())
-        print(json.dumps({"model": model_name, "params": params, "times": times}), flush=True)
+        native = list(models["native"].parameters())
+        agreement = {name: {"identical": all(torch.equal(a, b) for a, b in zip(native, net.parameters())),
+                            "max_abs_diff": max(float((a.detach() - b.detach()).abs().max()) for a, b in zip(native, net.parameters()))}
+                     for name, net in models.items()}
+        print(json.dumps({"model": model_name, "params": params, "times": times, "agreement": agreement,
+                          "device": device, "deterministic": deterministic}), flush=True)
     dist.destroy_process_group()
 
 
-def paired(models: list[str], rounds: int, batch: int) -> dict:
+def paired(models: list[str], rounds: int, batch: int, device: str = "cpu", deterministic: bool = False,
+           sizes: dict[str, int] | None = None) -> dict:
     """Both ranks step native, staged and staged+fp16 copies in turn: load drift hits all three alike."""
     import tempfile
 
+    sizes = {**PAIRED_MODELS, **(sizes or {})}
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    if deterministic:  # cuBLAS is deterministic only with a fixed workspace (torch's reproducibility notes)
+        env.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     out = {}
     for model in models:
         with tempfile.TemporaryDirectory() as tmp:
             store = Path(tmp, "store").as_uri()
             procs = [subprocess.Popen([sys.executable, __file__, "--worker", str(r), store, model,
-                                       str(PAIRED_MODELS.get(model, 32)), str(rounds), str(batch)],
-                                      stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+                                       str(sizes.get(model, 32)), str(rounds), str(batch), device,
+                                       str(int(deterministic))],
+                                      stdout=subprocess.PIPE, text=True, env=env)
                      for r in range(WORLD)]
             stdout = [p.communicate(timeout=1800)[0] for p in procs]
         if any(p.returncode for p in procs):
@@ -147,8 +177,8 @@ def print_paired(results: dict, rounds: int, batch: int) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     if argv is None and len(sys.argv) > 1 and sys.argv[1] == "--worker":
-        rank, store, model, size, rounds, batch = sys.argv[2:8]
-        paired_worker(int(rank), store, model, int(size), int(rounds), int(batch))
+        rank, store, model, size, rounds, batch, device, deterministic = sys.argv[2:10]
+        paired_worker(int(rank), store, model, int(size), int(rounds), int(batch), device, deterministic == "1")
         return 0
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--paired", action="store_true", help="measure in two long-lived ranks instead of launches")
