@@ -69,6 +69,19 @@ PAIRED_MODELS = {"resnet18": 32, "alexnet": 64, "resnet50": 64}  # model -> imag
 REFERENCE = "torch allreduce_hook"  # torch's reference Python hook: what staged must not exceed
 
 
+def build_model(name: str, image_size: int):
+    """A torchvision classifier, or ``mlp``: two hidden layers of 512 (no torchvision to start, for CI)."""
+    import torch
+
+    if name == "mlp":
+        return torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3 * image_size * image_size, 512),
+                                   torch.nn.ReLU(), torch.nn.Linear(512, 512), torch.nn.ReLU(),
+                                   torch.nn.Linear(512, 10))
+    import torchvision
+
+    return torchvision.models.get_model(name, weights=None, num_classes=10)
+
+
 def paired_worker(rank: int, store: str, model_name: str, image_size: int, rounds: int, batch: int,
                   device: str = "cpu", deterministic: bool = False) -> None:
     """One rank of the paired measurement: DDP copies of one model, stepped in turn.
@@ -83,7 +96,6 @@ def paired_worker(rank: int, store: str, model_name: str, image_size: int, round
 
     import torch
     import torch.distributed as dist
-    import torchvision
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     from ddpstudio.rank.staged import register
@@ -99,7 +111,7 @@ def paired_worker(rank: int, store: str, model_name: str, image_size: int, round
     from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
 
     models, optims = {}, {}
-    first = torchvision.models.get_model(model_name, weights=None, num_classes=10).to(device)
+    first = build_model(model_name, image_size).to(device)
     for mode in (*MODES, REFERENCE):
         net = DDP(copy.deepcopy(first), device_ids=[0] if on_gpu else None)
         if mode == REFERENCE:  # the price of any Python communication hook, for scale
