@@ -1,7 +1,7 @@
 """Staged against native gradient exchange on this machine: samples/s, same training, alternating launches.
 
     .venv/bin/python benchmarks/exchange.py [--models resnet18,vgg11] [--repeats 2] [--steps 10] [--warmup 3]
-    .venv/bin/python benchmarks/exchange.py --paired [--models resnet18,alexnet] [--rounds 20]
+    .venv/bin/python benchmarks/exchange.py --paired [--models resnet18,alexnet] [--rounds 20] [--device cuda] [--deterministic]
 
 For each model, ``ddpstudio run --world-size 2 --grad-exchange native``, then
 ``staged``, then ``staged --grad-compression fp16``, then again, alternating,
@@ -21,7 +21,11 @@ communication hook), and step them in turn, rotating the order every round,
 with a barrier before each step. Medians of the step times give the ratios.
 alexnet at 64x64 (57 M parameters, almost all in its fully connected layers)
 is the communication-heavy model there: four copies of vgg11 would not fit
-beside the other work on this machine.
+beside the other work on this machine. Every copy starts from the same
+weights, so the table also says whether each one's parameters still equal
+native's after the rounds (with ``--deterministic``, a real comparison).
+``--device cuda`` puts both ranks on GPU 0 (Gloo on CUDA tensors), as
+``benchmarks/gpu.py`` does.
 """
 
 from __future__ import annotations
@@ -175,16 +179,20 @@ def paired(models: list[str], rounds: int, batch: int, device: str = "cpu", dete
     return out
 
 
-def print_paired(results: dict, rounds: int, batch: int) -> None:
-    print(f"\nPaired: {WORLD} ranks, Gloo on the CPU, batch {batch} per rank, one process per rank stepping a "
+def print_paired(results: dict, rounds: int, batch: int, device: str = "cpu") -> None:
+    where = "sharing GPU 0" if device == "cuda" else "on the CPU"
+    print(f"\nPaired: {WORLD} Gloo ranks {where}, batch {batch} per rank, one process per rank stepping a "
           f"native, a staged, a staged+fp16 and a torch-allreduce_hook DDP copy in turn, {rounds} rounds (median step time)")
-    print("| model | parameters | exchange | step (ms) | samples/s | ratio to native |\n|---|---|---|---|---|---|")
+    print("| model | parameters | exchange | step (ms) | samples/s | ratio to native | parameters vs native |\n"
+          "|---|---|---|---|---|---|---|")
     for model, r in results.items():
         base = statistics.median(r["times"]["native"])
         for name, values in r["times"].items():
             step = statistics.median(values)
+            agree = r["agreement"][name]
+            same = "identical" if agree["identical"] else f"max diff {agree['max_abs_diff']:.2e}"
             print(f"| {model} | {r['params'] / 1e6:.1f} M | {name} | {step * 1000:.0f} | {WORLD * batch / step:.1f} "
-                  f"| {base / step:.3f} |")
+                  f"| {base / step:.3f} | {same} |")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -195,6 +203,10 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--paired", action="store_true", help="measure in two long-lived ranks instead of launches")
     p.add_argument("--rounds", type=int, default=20, help="--paired: measured rounds")
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                   help="--paired: where the models live (cuda: both ranks share GPU 0)")
+    p.add_argument("--deterministic", action="store_true",
+                   help="--paired: torch.use_deterministic_algorithms (warn-only) in both ranks")
     p.add_argument("--models", default="resnet18,vgg11")
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--steps", type=int, default=10)
@@ -205,8 +217,8 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.paired:
         models = [m for m in args.models.split(",")]
-        results_paired = paired(models, args.rounds, args.batch_size)
-        print_paired(results_paired, args.rounds, args.batch_size)
+        results_paired = paired(models, args.rounds, args.batch_size, args.device, args.deterministic)
+        print_paired(results_paired, args.rounds, args.batch_size, args.device)
         if args.json:
             Path(args.json).write_text(json.dumps({"settings": vars(args), "paired": results_paired}, indent=2))
         return 0

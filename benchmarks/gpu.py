@@ -98,8 +98,9 @@ def ceiling(model_name: str, image_size: int, batch: int, sizes: Sizes, device: 
     import torchvision
 
     warmup, steps = sizes.warmup, sizes.steps
-    torch.set_num_threads(1)  # the recipe's one intra-op thread per rank on the CPU (plan.RecipeSpec.threads)
     dev = torch.device(device)
+    if dev.type == "cpu":
+        torch.set_num_threads(1)  # the recipe's one intra-op thread per rank on the CPU (plan.RecipeSpec.threads)
     model = torchvision.models.get_model(model_name, weights=None, num_classes=10).to(dev)
     opt = torch.optim.SGD(model.parameters(), lr=0.02, momentum=0.9, weight_decay=1e-4)  # the recipe's
     amp = recipe_precision(device) == "fp16"
