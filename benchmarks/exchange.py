@@ -1,7 +1,7 @@
 """Staged against native gradient exchange on this machine: samples/s, same training, alternating launches.
 
     .venv/bin/python benchmarks/exchange.py [--models resnet18,vgg11] [--repeats 2] [--steps 10] [--warmup 3]
-    .venv/bin/python benchmarks/exchange.py --paired [--models resnet18,alexnet] [--rounds 20]
+    .venv/bin/python benchmarks/exchange.py --paired [--models resnet18,alexnet] [--rounds 20] [--device cuda] [--deterministic]
 
 For each model, ``ddpstudio run --world-size 2 --grad-exchange native``, then
 ``staged``, then ``staged --grad-compression fp16``, then again, alternating,
@@ -21,7 +21,11 @@ communication hook), and step them in turn, rotating the order every round,
 with a barrier before each step. Medians of the step times give the ratios.
 alexnet at 64x64 (57 M parameters, almost all in its fully connected layers)
 is the communication-heavy model there: four copies of vgg11 would not fit
-beside the other work on this machine.
+beside the other work on this machine. Every copy starts from the same
+weights, so the table also says whether each one's parameters still equal
+native's after the rounds (with ``--deterministic``, a real comparison).
+``--device cuda`` puts both ranks on GPU 0 (Gloo on CUDA tensors), as
+``benchmarks/gpu.py`` does.
 """
 
 from __future__ import annotations
@@ -65,27 +69,55 @@ def one_run(model: str, mode: tuple[str, str], args: argparse.Namespace) -> floa
     return throughput(times, WORLD * args.batch_size)
 
 
-PAIRED_MODELS = {"resnet18": 32, "alexnet": 64}  # model -> image size (alexnet needs at least 63 px)
+PAIRED_MODELS = {"resnet18": 32, "alexnet": 64, "resnet50": 64}  # model -> image size (alexnet needs 63 px or more)
 REFERENCE = "torch allreduce_hook"  # torch's reference Python hook: what staged must not exceed
 
 
-def paired_worker(rank: int, store: str, model_name: str, image_size: int, rounds: int, batch: int) -> None:
-    """One rank of the paired measurement: three DDP copies of one model, stepped in turn."""
+def build_model(name: str, image_size: int):
+    """A torchvision classifier, or ``mlp``: two hidden layers of 512 (no torchvision to start, for CI)."""
+    import torch
+
+    if name == "mlp":
+        return torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3 * image_size * image_size, 512),
+                                   torch.nn.ReLU(), torch.nn.Linear(512, 512), torch.nn.ReLU(),
+                                   torch.nn.Linear(512, 10))
+    import torchvision
+
+    return torchvision.models.get_model(name, weights=None, num_classes=10)
+
+
+def paired_worker(rank: int, store: str, model_name: str, image_size: int, rounds: int, batch: int,
+                  device: str = "cpu", deterministic: bool = False) -> None:
+    """One rank of the paired measurement: DDP copies of one model, stepped in turn.
+
+    Every copy starts from the same weights and sees the same batches, so after the rounds each copy's
+    parameters can be compared with native's (``agreement``: bit-identical, or the largest difference).
+    With ``device="cuda"`` both ranks share GPU 0 and Gloo all-reduces CUDA tensors (native) or the
+    staged hook copies them through the CPU; ``deterministic`` turns on torch's deterministic kernels
+    (warn-only: an op without one still runs, so a difference may come from it, not the exchange).
+    """
+    import copy
+
     import torch
     import torch.distributed as dist
-    import torchvision
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     from ddpstudio.rank.staged import register
 
     torch.set_num_threads(1)
+    on_gpu = device == "cuda"
+    if on_gpu:
+        torch.cuda.set_device(0)
+    if deterministic:  # CUDA's cuBLAS also needs CUBLAS_WORKSPACE_CONFIG, set by paired() before CUDA starts
+        torch.use_deterministic_algorithms(True, warn_only=True)
     dist.init_process_group("gloo", init_method=store, rank=rank, world_size=WORLD)
     torch.manual_seed(0)
     from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
 
     models, optims = {}, {}
+    first = build_model(model_name, image_size).to(device)
     for mode in (*MODES, REFERENCE):
-        net = DDP(torchvision.models.get_model(model_name, weights=None, num_classes=10))
+        net = DDP(copy.deepcopy(first), device_ids=[0] if on_gpu else None)
         if mode == REFERENCE:  # the price of any Python communication hook, for scale
             net.register_comm_hook(None, allreduce_hook)
         else:
@@ -94,6 +126,7 @@ def paired_worker(rank: int, store: str, model_name: str, image_size: int, round
         models[name], optims[name] = net, torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
     g = torch.Generator().manual_seed(rank)
     x, y = torch.randn(batch, 3, image_size, image_size, generator=g), torch.randint(0, 10, (batch,), generator=g)
+    x, y = x.to(device), y.to(device)
     times: dict[str, list[float]] = {name: [] for name in models}
     names = list(models)
     for r in range(rounds + 2):  # the first two rounds build and settle DDP's buckets: not counted
@@ -104,25 +137,38 @@ def paired_worker(rank: int, store: str, model_name: str, image_size: int, round
             optims[name].zero_grad()
             loss.backward()
             optims[name].step()
+            if on_gpu:
+                torch.cuda.synchronize()
             if r >= 2:
                 times[name].append(time.perf_counter() - t0)
     if rank == 0:
         params = sum(p.numel() for p in models[names[0]].parameters())
-        print(json.dumps({"model": model_name, "params": params, "times": times}), flush=True)
+        native = list(models["native"].parameters())
+        agreement = {name: {"identical": all(torch.equal(a, b) for a, b in zip(native, net.parameters())),
+                            "max_abs_diff": max(float((a.detach() - b.detach()).abs().max()) for a, b in zip(native, net.parameters()))}
+                     for name, net in models.items()}
+        print(json.dumps({"model": model_name, "params": params, "times": times, "agreement": agreement,
+                          "device": device, "deterministic": deterministic}), flush=True)
     dist.destroy_process_group()
 
 
-def paired(models: list[str], rounds: int, batch: int) -> dict:
+def paired(models: list[str], rounds: int, batch: int, device: str = "cpu", deterministic: bool = False,
+           sizes: dict[str, int] | None = None) -> dict:
     """Both ranks step native, staged and staged+fp16 copies in turn: load drift hits all three alike."""
     import tempfile
 
+    sizes = {**PAIRED_MODELS, **(sizes or {})}
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    if deterministic:  # cuBLAS is deterministic only with a fixed workspace (torch's reproducibility notes)
+        env.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     out = {}
     for model in models:
         with tempfile.TemporaryDirectory() as tmp:
             store = Path(tmp, "store").as_uri()
             procs = [subprocess.Popen([sys.executable, __file__, "--worker", str(r), store, model,
-                                       str(PAIRED_MODELS.get(model, 32)), str(rounds), str(batch)],
-                                      stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+                                       str(sizes.get(model, 32)), str(rounds), str(batch), device,
+                                       str(int(deterministic))],
+                                      stdout=subprocess.PIPE, text=True, env=env)
                      for r in range(WORLD)]
             stdout = [p.communicate(timeout=1800)[0] for p in procs]
         if any(p.returncode for p in procs):
@@ -133,26 +179,34 @@ def paired(models: list[str], rounds: int, batch: int) -> dict:
     return out
 
 
-def print_paired(results: dict, rounds: int, batch: int) -> None:
-    print(f"\nPaired: {WORLD} ranks, Gloo on the CPU, batch {batch} per rank, one process per rank stepping a "
+def print_paired(results: dict, rounds: int, batch: int, device: str = "cpu") -> None:
+    where = "sharing GPU 0" if device == "cuda" else "on the CPU"
+    print(f"\nPaired: {WORLD} Gloo ranks {where}, batch {batch} per rank, one process per rank stepping a "
           f"native, a staged, a staged+fp16 and a torch-allreduce_hook DDP copy in turn, {rounds} rounds (median step time)")
-    print("| model | parameters | exchange | step (ms) | samples/s | ratio to native |\n|---|---|---|---|---|---|")
+    print("| model | parameters | exchange | step (ms) | samples/s | ratio to native | parameters vs native |\n"
+          "|---|---|---|---|---|---|---|")
     for model, r in results.items():
         base = statistics.median(r["times"]["native"])
         for name, values in r["times"].items():
             step = statistics.median(values)
+            agree = r["agreement"][name]
+            same = "identical" if agree["identical"] else f"max diff {agree['max_abs_diff']:.2e}"
             print(f"| {model} | {r['params'] / 1e6:.1f} M | {name} | {step * 1000:.0f} | {WORLD * batch / step:.1f} "
-                  f"| {base / step:.3f} |")
+                  f"| {base / step:.3f} | {same} |")
 
 
 def main(argv: list[str] | None = None) -> int:
     if argv is None and len(sys.argv) > 1 and sys.argv[1] == "--worker":
-        rank, store, model, size, rounds, batch = sys.argv[2:8]
-        paired_worker(int(rank), store, model, int(size), int(rounds), int(batch))
+        rank, store, model, size, rounds, batch, device, deterministic = sys.argv[2:10]
+        paired_worker(int(rank), store, model, int(size), int(rounds), int(batch), device, deterministic == "1")
         return 0
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--paired", action="store_true", help="measure in two long-lived ranks instead of launches")
     p.add_argument("--rounds", type=int, default=20, help="--paired: measured rounds")
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                   help="--paired: where the models live (cuda: both ranks share GPU 0)")
+    p.add_argument("--deterministic", action="store_true",
+                   help="--paired: torch.use_deterministic_algorithms (warn-only) in both ranks")
     p.add_argument("--models", default="resnet18,vgg11")
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--steps", type=int, default=10)
@@ -163,8 +217,8 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.paired:
         models = [m for m in args.models.split(",")]
-        results_paired = paired(models, args.rounds, args.batch_size)
-        print_paired(results_paired, args.rounds, args.batch_size)
+        results_paired = paired(models, args.rounds, args.batch_size, args.device, args.deterministic)
+        print_paired(results_paired, args.rounds, args.batch_size, args.device)
         if args.json:
             Path(args.json).write_text(json.dumps({"settings": vars(args), "paired": results_paired}, indent=2))
         return 0

@@ -39,15 +39,21 @@ sys.path.insert(0, str(REPO))
 from ddpstudio.core import protocol  # noqa: E402
 
 SCRIPT = r'''
-import sys, time
+import os, sys, time
 t0 = time.perf_counter()
 import torch
 import torch.distributed as dist
 t_import = time.perf_counter() - t0
 torch.set_num_threads(1)
 model_name, steps = sys.argv[1], int(sys.argv[2])
+warmup = int(sys.argv[3]) if len(sys.argv) > 3 else 0
+# A GPU when the launcher gives one (NCCL, one device per rank), as a plain torchrun script does.
+cuda = torch.cuda.is_available()
+device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0"))) if cuda else torch.device("cpu")
+if cuda:
+    torch.cuda.set_device(device)
 t1 = time.perf_counter()
-dist.init_process_group("gloo", init_method="env://")
+dist.init_process_group("nccl" if cuda else "gloo", init_method="env://")
 t_init = time.perf_counter() - t1
 torch.manual_seed(0)
 if model_name == "mlp":
@@ -56,12 +62,12 @@ if model_name == "mlp":
 else:
     import torchvision
     net = torchvision.models.get_model(model_name, weights=None, num_classes=10)
-model = torch.nn.parallel.DistributedDataParallel(net)
+model = torch.nn.parallel.DistributedDataParallel(net.to(device), device_ids=[device.index] if cuda else None)
 opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
 g = torch.Generator().manual_seed(dist.get_rank())
-x, y = torch.randn(16, 3, 32, 32, generator=g), torch.randint(0, 10, (16,), generator=g)
+x, y = torch.randn(16, 3, 32, 32, generator=g).to(device), torch.randint(0, 10, (16,), generator=g).to(device)
 print(f"startup import_ms: {t_import * 1000:.1f} init_ms: {t_init * 1000:.1f}", flush=True)
-import os, threading
+import threading
 
 
 def ours():
@@ -75,16 +81,20 @@ def train_step():
     opt.zero_grad()
     loss.backward()
     opt.step()
-    return loss
+    return loss.item()  # the host waits for the step here, as a script that prints its loss does
 
 
 helper_cpu0, main_cpu0 = ours(), time.thread_time()
 for step in range(1, steps + 1):
+    if step == warmup + 1:
+        loop_start = time.perf_counter()
     dist.barrier()
     s, c = time.perf_counter(), time.process_time()
     loss = train_step()
     wall, cpu = (time.perf_counter() - s) * 1000, (time.process_time() - c) * 1000
-    print(f"step {step} loss: {loss.item():.4f} step_ms: {wall:.3f} cpu_ms: {cpu:.3f}", flush=True)
+    print(f"step {step} loss: {loss:.4f} step_ms: {wall:.3f} cpu_ms: {cpu:.3f}", flush=True)
+# The whole measured loop, printing included: where a launcher that reads the output slowly shows.
+print(f"loop steps_per_s: {(steps - warmup) / (time.perf_counter() - loop_start):.3f}", flush=True)
 helper_cpu, main_cpu = ours() - helper_cpu0, time.thread_time() - main_cpu0
 # Then a few steps under a profiler that counts every Python call into DDP Studio's code (wrappers, hooks),
 # in this thread and any other; the profiler's own cost is not timed.
@@ -110,14 +120,20 @@ dist.destroy_process_group()
 '''
 _STEP = re.compile(r"step_ms: ([0-9.]+) cpu_ms: ([0-9.]+)")
 _START = re.compile(r"import_ms: ([0-9.]+) init_ms: ([0-9.]+)")
+_LOOP = re.compile(r"loop steps_per_s: ([0-9.]+)")
 _ACCOUNT = re.compile(r"helper_thread_cpu_ms: ([0-9.]+) main_thread_cpu_ms: ([0-9.]+) helper_calls_per_step: ([0-9.]+)")
+
+
+def script_args(args: argparse.Namespace) -> list[str]:
+    """The script's own arguments: model, steps in all, warm-up steps."""
+    return [args.model, str(args.warmup + args.steps), str(args.warmup)]
 
 
 def start(script: Path, helper: bool, args: argparse.Namespace) -> subprocess.Popen:
     """One run through the CLI, started in the background."""
-    cmd = [sys.executable, "-m", "ddpstudio", "run", "--json", "--world-size", "2", "--script", str(script),
-           "--script-style", "env", *([] if helper else ["--no-rank-helper"]), "--",
-           args.model, str(args.warmup + args.steps)]
+    cmd = [sys.executable, "-m", "ddpstudio", "run", "--json", "--world-size", str(getattr(args, "world_size", 2)),
+           "--script", str(script), "--script-style", "env", *([] if helper else ["--no-rank-helper"]), "--",
+           *script_args(args)]
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
                             stdin=subprocess.DEVNULL, env={**os.environ, "PYTHONPATH": str(REPO)})
 
@@ -136,7 +152,8 @@ def result(proc: subprocess.Popen, helper: bool, args: argparse.Namespace) -> di
     start_up = next(m for line in lines if (m := _START.search(line)))
     account = next(m for line in lines if (m := _ACCOUNT.search(line)))
     assert ('"type":"rank_watched"' in stdout) == helper, "the helper switch did not do what it says"
-    return {"step_ms": statistics.median(float(m.group(1)) for m in steps),
+    loop = next(m for line in lines if (m := _LOOP.search(line)))
+    return {"step_ms": statistics.median(float(m.group(1)) for m in steps), "steps_per_s": float(loop.group(1)),
             "cpu_ms": statistics.median(float(m.group(2)) for m in steps), "import_ms": float(start_up.group(1)),
             "init_ms": float(start_up.group(2)), "helper_thread_ms": float(account.group(1)),
             "main_thread_ms": float(account.group(2)), "calls_per_step": float(account.group(3))}

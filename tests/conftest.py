@@ -14,6 +14,8 @@ from pathlib import Path
 import psutil
 import pytest
 
+from tests import machine
+
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 REPO = Path(__file__).resolve().parents[1]
 PYTHON = sys.executable
@@ -131,6 +133,20 @@ def studio_home(tmp_path_factory, monkeypatch, warm_cache) -> Path:
         except psutil.Error:
             pass
     assert not described, f"processes left running after the test: {described}"
+
+
+@pytest.fixture(scope="session")
+def no_gpu_folder(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("no-gpu")
+
+
+@pytest.fixture(autouse=True)
+def gpus_only_where_asked(request, monkeypatch, no_gpu_folder):
+    """On a machine with NVIDIA GPUs, a test not marked ``real_gpus`` sees a machine without them
+    (tests/machine.py): it tests the CPU path, which the GPU would otherwise replace or refuse."""
+    if request.node.get_closest_marker("real_gpus") is None and machine.has_gpus():
+        machine.hide_gpus(monkeypatch, no_gpu_folder)
+    yield
 
 
 @pytest.fixture(autouse=True)

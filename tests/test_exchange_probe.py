@@ -14,6 +14,7 @@ from ddpstudio.core.exchange.probe import MARKER, Outcome
 from ddpstudio.core.exchange.probekey import current_key
 from ddpstudio.core.gpu import FakeGpuSource, set_source
 from ddpstudio.core.platform import LINUX
+from tests import machine
 
 
 def child(body: str) -> list[str]:
@@ -30,17 +31,24 @@ def run(body: str, timeout_s: float = 60.0):
     return probe.run(child(body), timeout_s=timeout_s, platform=LINUX)
 
 
-def test_the_real_probe_here_says_not_applicable_quickly_and_caches_it(studio_home):
+@pytest.mark.real_gpus
+def test_the_real_probe_answers_for_this_machine_quickly_and_caches_it(studio_home):
+    """Every GPU torch sees all-reduces correctly through Gloo (Linux builds of Gloo take CUDA tensors);
+    without one the probe says "not applicable"."""
+    gpus = machine.torch_gpus()
     assert probe.cached_outcome() is None
     started = time.monotonic()
     result = probe.probe()
     took = time.monotonic() - started
-    assert result.outcome is Outcome.NOT_APPLICABLE, result
-    assert result.detail == "torch sees no CUDA GPU" and result.exit == "exit code 0"
+    expected = Outcome.NATIVE if gpus else Outcome.NOT_APPLICABLE
+    assert result.outcome is expected, result
+    assert result.detail == (f"all-reduce correct on {len(gpus)} GPU(s)" if gpus else "torch sees no CUDA GPU")
+    assert [(g.name, g.outcome) for g in result.gpus] == [(name, Outcome.NATIVE) for name in gpus]
+    assert result.exit == "exit code 0"
     assert took < 60, f"the probe took {took:.1f} s"
-    assert probe.cached_outcome() == "not applicable"
+    assert probe.cached_outcome() == str(expected)
     stored = json.loads(probe.cache_path().read_text(encoding="utf-8"))
-    assert stored["outcome"] == "not applicable" and stored["key"] == current_key().to_dict()
+    assert stored["outcome"] == str(expected) and stored["key"] == current_key().to_dict()
     assert probe.cache_path().is_relative_to(studio_home)
     again = time.monotonic()
     assert probe.probe() == result  # from the cache: no child this time

@@ -1,4 +1,4 @@
-"""detect_inventory on this real machine (no driver), with fake GPUs, and through the env-var seam."""
+"""detect_inventory on this real machine (its GPUs, or none), with fake GPUs, and through the env-var seam."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from ddpstudio.core.gpu import (
     get_source,
     set_source,
 )
+from tests import machine
 
 TWO_GPUS = {
     "driver_version": "551.86",
@@ -45,18 +46,27 @@ def no_child_processes_left() -> bool:
     return not psutil.Process().children(recursive=True)
 
 
-def test_this_machine_is_cpu_mode_through_the_real_nvml():
+@pytest.mark.real_gpus
+def test_this_machine_through_the_real_nvml_and_torch():
+    """The GPU path where NVML and torch see GPUs, the CPU path ("not available", cpu mode) where they do not."""
     assert isinstance(get_source(), NvmlSource)
     inventory = detect_inventory()
-    assert inventory.cpu_mode is True
-    assert inventory.gpu_count == 0
-    assert inventory.nvml_state.startswith("not available")
-    assert inventory.driver_version is None and inventory.cuda_driver_version is None
+    nvml, torch_names = machine.nvml_answer(), machine.torch_gpus()
+    if nvml.started:
+        assert inventory.nvml_state == "ok"
+        assert inventory.driver_version == nvml.driver_version and inventory.cuda_driver_version is not None
+    else:
+        assert inventory.nvml_state.startswith("not available")
+        assert inventory.driver_version is None and inventory.cuda_driver_version is None
+    assert tuple(g.name for g in inventory.driver_gpus) == nvml.names
+    assert tuple(g.name for g in inventory.gpus) == torch_names
+    assert inventory.cpu_mode is (not torch_names) and inventory.cuda_available is bool(torch_names)
+    assert all(g.uuid and g.uuid.startswith(("GPU-", "MIG-")) for g in inventory.gpus)  # joins NVML's samples
     assert inventory.torch_version == torch.__version__
     assert inventory.torch_cuda_version == torch.version.cuda
-    assert inventory.cuda_available is False
     data = json.loads(json.dumps(inventory.to_dict()))
-    assert data["cpu_mode"] is True and data["gpus"] == [] and data["nvml_state"] == inventory.nvml_state
+    assert data["cpu_mode"] is inventory.cpu_mode and data["gpu_count"] == len(torch_names)
+    assert [g["name"] for g in data["gpus"]] == list(torch_names) and data["nvml_state"] == inventory.nvml_state
 
 
 def test_fake_source_models_a_machine_with_two_gpus():
@@ -108,12 +118,22 @@ def test_env_var_seam_in_process_and_a_bad_file(tmp_path, monkeypatch):
             get_source()
 
 
-def test_cpu_only_torch_on_a_gpu_machine_is_cpu_mode_with_a_note():
-    source = FakeGpuSource(gpus=TWO_GPUS["gpus"][:1], torch_sees_gpus=False)
-    inventory = detect_inventory(source)  # torch here sees no device, as a CPU-only build would
-    assert inventory.cpu_mode is True and inventory.gpu_count == 0
-    assert [g.name for g in inventory.driver_gpus] == ["NVIDIA GeForce RTX 4090"]
-    assert inventory.notes and "1 NVIDIA GPU" in inventory.notes[0]
+def test_cpu_only_torch_on_a_gpu_machine_is_cpu_mode_with_a_note(tmp_path, monkeypatch):
+    """The driver sees a GPU (the seam) and torch sees none: CUDA_VISIBLE_DEVICES="" hides every device
+    from torch in a fresh process, on a GPU machine as here (it must be set before CUDA starts)."""
+    path = tmp_path / "one-gpu.json"
+    path.write_text(json.dumps({"gpus": TWO_GPUS["gpus"][:1], "torch_sees_gpus": False}), encoding="utf-8")
+    monkeypatch.setenv(FAKE_GPUS_ENV, str(path))
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    code = ("import json; from ddpstudio.core.gpu import detect_inventory; "
+            "print(json.dumps(detect_inventory().to_dict()))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    inventory = json.loads(done.stdout)
+    assert inventory["cpu_mode"] is True and inventory["gpu_count"] == 0 and inventory["cuda_available"] is False
+    assert [g["name"] for g in inventory["driver_gpus"]] == ["NVIDIA GeForce RTX 4090"]
+    assert inventory["notes"] and "1 NVIDIA GPU" in inventory["notes"][0]
+    assert no_child_processes_left()
 
 
 def test_samples_join_the_inventory_by_uuid():

@@ -1,4 +1,4 @@
-"""Sampler: real processes measured in CPU mode, fake GPUs in GPU mode, prompt stop."""
+"""Sampler: the real source (this machine's GPUs or none) with a real process, fake GPUs, prompt stop."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import psutil
 import pytest
 
 from ddpstudio.core.gpu import FakeGpuSource, NvmlSource, Sampler, Snapshot
+from tests import machine
 
 FAKE = {
     "gpus": [
@@ -71,7 +72,11 @@ def sampler_factory():
         assert not sampler.running
 
 
-def test_cpu_mode_measures_a_real_busy_process_and_drops_it_when_gone(busy_child, sampler_factory):
+@pytest.mark.real_gpus
+def test_the_real_source_measures_a_real_busy_process_and_drops_it_when_gone(busy_child, sampler_factory):
+    """NVML's devices in every snapshot where the driver has some ("gpu" mode), none here ("cpu" mode);
+    the watched process is measured either way."""
+    gpus = machine.nvml_answer().names
     waiter = Waiter()
     sampler = sampler_factory(source=NvmlSource(), interval_s=0.2, on_snapshot=waiter)
     sampler.set_pids([busy_child.pid])
@@ -82,7 +87,8 @@ def test_cpu_mode_measures_a_real_busy_process_and_drops_it_when_gone(busy_child
         return p is not None and p.cpu_pct > 0
 
     snapshot = waiter.until(busy)
-    assert snapshot.mode == "cpu" and snapshot.gpus == ()
+    assert snapshot.mode == ("gpu" if gpus else "cpu") and tuple(g.name for g in snapshot.gpus) == gpus
+    assert all(g.memory_total_mb and g.memory_used_mb is not None for g in snapshot.gpus)
     assert snapshot.process(busy_child.pid).rss_mb > 1
     assert sampler.latest is not None and sampler.latest.t >= snapshot.t
 
