@@ -233,7 +233,10 @@ def warm(target: Path) -> None:
 def wine_env(prefix: Path, home: Path) -> dict[str, str]:
     """The environment a Windows program of the tier runs in: a private prefix and HOME, no display,
     no Mono/Gecko prompts, no Linux menu entries, and the Wine workarounds' variables."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("WINE", "DDPSTUDIO"))}
+    # PYTHONPATH/PYTHONHOME hold Linux paths, which Windows CPython reads as folders of drive Z: (a
+    # developer's PYTHONPATH=checkout would shadow the runtime's own copy of DDP Studio).
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("WINE", "DDPSTUDIO")) and k not in ("PYTHONPATH", "PYTHONHOME")}
     env.update(WINEPREFIX=str(prefix), WINEDEBUG="-all", HOME=str(home), XDG_DATA_HOME=str(home / "data"),
                XDG_CONFIG_HOME=str(home / "config"), DISPLAY="", WINEDLLOVERRIDES="mscoree,mshtml,winemenubuilder.exe=d",
                **ENV)

@@ -12,12 +12,15 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
 from pathlib import Path, PureWindowsPath
 
 import psutil
+
+from tests.winerun import WindowsRun
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -106,6 +109,36 @@ class WindowsBox:
             out, err = proc.communicate()
             raise AssertionError(f"ddpstudio {' '.join(args)} ran past {timeout} s:\n{out}\n{err}") from None
         return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+    def start(self, *args: str, home: str, **env: str) -> WindowsRun:
+        """``python.exe -m ddpstudio ARGS`` running, its events read as they arrive (``--json`` runs)."""
+        proc = self.popen("-m", "ddpstudio", *args, home=home, **env)
+        assert proc.stdin is not None
+        proc.stdin.close()  # a pipe it was given, now at its end: nothing reads it
+        return WindowsRun(proc)
+
+    @staticmethod
+    def interrupt(run: WindowsRun) -> None:
+        """Ctrl+C, as a console delivers it to a Windows program: Wine's SIGINT handler starts the
+        program's console control routine with CTRL_C_EVENT (dlls/ntdll/unix/signal_x86_64.c
+        ``int_handler``: ``NtCreateThreadEx(... p__wine_ctrl_routine, 0 /* CTRL_C_EVENT */ ...)``), which
+        runs the handlers the program set with SetConsoleCtrlHandler (CPython's SIGINT handling)."""
+        os.kill(run.proc.pid, signal.SIGINT)  # ``wine`` execs the program: its pid is the program's
+
+    def terminate_process(self, pid: int, home: str) -> None:
+        """TerminateProcess(pid, 1), as Task Manager's End task does: no warning, no clean-up."""
+        code = ("import ctypes, sys; k = ctypes.WinDLL('kernel32', use_last_error=True); "
+                "k.OpenProcess.restype = ctypes.c_void_p; h = k.OpenProcess(1, False, int(sys.argv[1])); "
+                "sys.exit(0 if h and k.TerminateProcess(ctypes.c_void_p(h), 1) else ctypes.get_last_error())")
+        proc = self.popen("-c", code, str(pid), home=home)
+        out, err = proc.communicate("", timeout=60)
+        assert proc.returncode == 0, f"TerminateProcess({pid}) failed: error {proc.returncode} {out}{err}"
+
+    def write(self, path: str, text: str) -> None:
+        """A file at a C:\\ path of this prefix, written from Linux."""
+        target = self.unix(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8")
 
     # -- processes -------------------------------------------------------------------------------
     def processes(self) -> list[psutil.Process]:

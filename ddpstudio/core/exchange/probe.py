@@ -3,7 +3,8 @@
 The answer is an :class:`Outcome`: ``native`` (the all-reduce gave the right
 numbers on every GPU), ``crashes`` (it did not complete: the child died,
 hung past the timeout, or raised), ``wrong`` (it completed with wrong
-numbers), ``not applicable`` (no CUDA here). Only ``native`` is safe for
+numbers), ``not applicable`` (no CUDA here; with a CPU-only torch build that
+is known without a child). Only ``native`` is safe for
 gradients on the GPU. The child (:mod:`probe_child`) may die of the very
 thing it tests (pytorch #186535), so it never runs in the caller's process.
 
@@ -30,7 +31,7 @@ from typing import Any, Sequence
 
 from ddpstudio.core import atomic, paths
 from ddpstudio.core.exchange.probe_child import MARKER
-from ddpstudio.core.exchange.probekey import ProbeKey, current_key
+from ddpstudio.core.exchange.probekey import ProbeKey, cpu_only_build, current_key
 from ddpstudio.core.platform import Platform, current
 from ddpstudio.core.process.exitcodes import describe_exit
 from ddpstudio.core.process.proctree import popen_options
@@ -148,9 +149,17 @@ def probe(force: bool = False, timeout_s: float = TIMEOUT_S) -> ProbeResult:
         cached = cached_result(key)
         if cached is not None:
             return cached
-    result = run(key=key, timeout_s=timeout_s)
+    result = no_cuda_build(key) if cpu_only_build() else run(key=key, timeout_s=timeout_s)
     store(result)
     return result
+
+
+def no_cuda_build(key: ProbeKey) -> ProbeResult:
+    """The answer for a torch built without CUDA (PyPI's Windows wheels): known without a child, whose
+    torch import alone costs seconds (tens under Wine) and whose answer could only be this one."""
+    return ProbeResult(Outcome.NOT_APPLICABLE, f"this PyTorch ({key.torch}) is a CPU-only build: "
+                                               "it cannot use a CUDA GPU, so there is nothing to check",
+                       key=key, t=time.time(), duration_s=0.0, exit="not started: nothing to check")
 
 
 # -- running the child --------------------------------------------------------------------

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-_CUDA_LINE = re.compile(r"""^cuda\b[^=]*=\s*['"]([^'"]+)['"]""", re.MULTILINE)
+_FIELD_LINE = r"""^{name}\b[^=]*=\s*['"]([^'"]+)['"]"""
 
 
 @dataclass(frozen=True)
@@ -40,8 +40,8 @@ def torch_version() -> str | None:
         return None
 
 
-def torch_cuda_build() -> str | None:
-    """``torch.version.cuda`` without importing torch (finding a package does not run it)."""
+def _version_py() -> str | None:
+    """The text of the installed ``torch/version.py`` (finding a package does not run it); None without torch."""
     try:
         spec = importlib.util.find_spec("torch")
     except (ImportError, ValueError):
@@ -50,11 +50,29 @@ def torch_cuda_build() -> str | None:
         return None
     for folder in spec.submodule_search_locations:
         try:
-            found = _CUDA_LINE.search((Path(folder) / "version.py").read_text(encoding="utf-8"))
+            return (Path(folder) / "version.py").read_text(encoding="utf-8")
         except OSError:
             continue
-        return found.group(1) if found else None
     return None
+
+
+def _build_field(text: str | None, name: str) -> str | None:
+    found = re.search(_FIELD_LINE.format(name=name), text or "", re.MULTILINE)
+    return found.group(1) if found else None
+
+
+def torch_cuda_build() -> str | None:
+    """``torch.version.cuda`` without importing torch."""
+    return _build_field(_version_py(), "cuda")
+
+
+def cpu_only_build() -> bool:
+    """Whether the installed torch is built for neither CUDA nor ROCm (``torch.version.cuda`` and ``.hip``
+    are None, as in PyPI's Windows wheels): then ``torch.cuda.is_available()`` is False on any machine
+    (torch/cuda/__init__.py ``is_available``: ``if not _is_compiled(): return False``). A ROCm build sets
+    only ``hip`` and does use ``torch.cuda``."""
+    text = _version_py()
+    return text is not None and _build_field(text, "cuda") is None and _build_field(text, "hip") is None
 
 
 def current_key(source=None) -> ProbeKey:

@@ -6,6 +6,7 @@ launch; we check before launching and, when it is taken, name the process.
 
 from __future__ import annotations
 
+import ntpath
 import socket
 from typing import Any
 
@@ -97,8 +98,13 @@ def port_owner(port: int) -> dict[str, Any] | None:
     for field, read in (("name", proc.name), ("cmdline", proc.cmdline)):
         try:
             owner[field] = read()
-        except psutil.Error:
+        except (psutil.Error, OSError):
+            # Not only AccessDenied: psutil's Windows name() goes through exe(), whose
+            # NtQuerySystemInformation(SystemProcessIdInformation) can fail with a bare OSError
+            # (WinError 87; psutil/_pswindows.py ``exe``: cext.proc_exe; always under Wine 8).
             pass
+    if owner["name"] is None and owner["cmdline"]:
+        owner["name"] = ntpath.basename(owner["cmdline"][0])  # name() is the executable's file name
     return owner
 
 
