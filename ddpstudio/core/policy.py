@@ -260,8 +260,12 @@ def build_plan(request: Request, platform: Platform, machine: Machine,
 
     recipe, eff, lr = request.recipe, None, None
     if recipe is not None:
+        from ddpstudio.core.dataworkers import choose_workers, usable_cores
+
         per_rank, eff = effective_batch(recipe.batch_size, int(world.value), request.batch_mode)
-        recipe = replace(recipe, batch_size=per_rank)
+        workers = choose_workers(recipe.workers, usable_cores(), int(world.value), platform, recipe.data)
+        recipe = replace(recipe, batch_size=per_rank, workers=int(workers.value))
+        reasons.append(workers.reason)
         lr = recipe.lr * (int(world.value) if recipe.scale_lr else 1)
         reasons.append(f"effective batch {eff} = {world.value} ranks x {per_rank} per rank"
                        + (f"; learning rate scaled to {lr:g}" if recipe.scale_lr else ""))
