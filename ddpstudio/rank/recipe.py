@@ -107,9 +107,12 @@ class Trainer:
         self.precision = precision.for_model(model, self.device.type, spec.amp)
         if self.precision.channels_last:
             model = model.to(memory_format=torch.channels_last)
-        # gradient_as_bucket_view: gradients live in DDP's buckets, no copy into them and back each step
+        # gradient_as_bucket_view: gradients live in DDP's buckets, no copy back out of them each step.
+        # broadcast_buffers=False: no broadcast of rank 0's BatchNorm buffers before every forward (a
+        # collective per step); the statistics are recomputed over all ranks before each evaluation and
+        # checkpoint instead (rank/bnstats.py), and training-mode BatchNorm does not read them.
         self.model = DDP(model, device_ids=[self.local_rank] if self.device.type == "cuda" else None,
-                         gradient_as_bucket_view=True)
+                         gradient_as_bucket_view=True, broadcast_buffers=False)
         from ddpstudio.rank.staged import register
 
         register(self.model, self.plan.grad_exchange, self.plan.grad_compression)
