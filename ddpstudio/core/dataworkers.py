@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 
 from ddpstudio.core.platform import Platform
-from ddpstudio.core.policy import Decision
+from ddpstudio.core.decision import Decision
 
 MAX_WORKERS = 8
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Callable, Protocol
 
 from ddpstudio.core import paths
+from ddpstudio.core.decision import Decision
 from ddpstudio.core.exchange import choice as exchange_choice
 from ddpstudio.core.plan import Plan, RecipeSpec, ScriptSpec
 from ddpstudio.core.platform import Platform
@@ -41,12 +42,6 @@ class Machine(Protocol):
 
     @property
     def cuda_available(self) -> bool: ...
-
-
-@dataclass(frozen=True)
-class Decision:
-    value: object
-    reason: str
 
 
 @dataclass

@@ -1,7 +1,8 @@
 """The built-in recipe, run once per rank: ``python -m ddpstudio.rank.recipe PLAN.json``.
 
 DistributedSampler with set_epoch, DDP wrap, global loss averaged across
-ranks, samples/s, time waiting for data, checkpoint on rank 0 after a barrier
+ranks (read from the device at report points: rank/reporting.py), precision by
+device (rank/precision.py), samples/s, time waiting for data, checkpoint on rank 0 after a barrier
 each epoch, resume with the right map_location. Also runs under torchrun
 (``--init-method env://``), which the overhead benchmark relies on.
 """
@@ -58,9 +59,9 @@ class Trainer:
         from ddpstudio.rank import precision
         from ddpstudio.rank.bnstats import calibration_loader
         from ddpstudio.rank.data import SyntheticImages, SyntheticIndices
-        from ddpstudio.rank.reporting import Reporter
         from ddpstudio.rank.evaluate import make_loader
         from ddpstudio.rank.hoststore import with_host_store
+        from ddpstudio.rank.reporting import Reporter
         from ddpstudio.rank.splits import build_splits
 
         # Several machines: the host's store, as a client without libuv (rank/hoststore.py, pytorch #148283).
@@ -196,7 +197,7 @@ class Trainer:
         import torch
 
         labels = labels.to(self.device, non_blocking=True)
-        if self.synthetic is not None:
+        if self.synthetic is not None:  # the loader gave sample indices: build their images here
             images = self.synthetic.batch(images.to(self.device, non_blocking=True))
         else:
             images = images.to(self.device, non_blocking=True)
