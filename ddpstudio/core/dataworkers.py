@@ -11,7 +11,7 @@ Windows has no fork: workers start with spawn, each a fresh interpreter that
 imports torch and unpickles the dataset. Measured with
 ``benchmarks/worker_startup.py`` on a loaded 2-core Linux machine: 5.6 s to
 the first batch for one spawned worker (synthetic data), 7.8 s (an image
-folder), against 0.1 s with fork; the next epoch's first batch 4-40 ms either
+folder), against 0.1 s with fork; the next epoch's first batch 4-55 ms either
 way. Workers are therefore persistent: the start-up is paid once per run.
 """
 
