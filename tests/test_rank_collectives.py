@@ -73,12 +73,11 @@ def test_no_all_reduce_under_ddpstudio_rank_bypasses_the_staged_door():
 
 def _collect_rank(rank: int, store: str, out: str, exchange: str) -> None:
     """One rank: the real evaluation and loss mean on a (fake) CUDA device, the real all-reduce recorded."""
-    from types import SimpleNamespace
-
     import torch.distributed as dist
 
+    from ddpstudio.rank.emit import Emitter
     from ddpstudio.rank.evaluate import evaluate, make_loader
-    from ddpstudio.rank.recipe import Trainer
+    from ddpstudio.rank.reporting import Pending, Reporter
     from tests.fakecuda import FakeCuda
 
     dist.init_process_group("gloo", init_method=Path(store).as_uri(), rank=rank, world_size=2)
@@ -96,8 +95,11 @@ def _collect_rank(rank: int, store: str, out: str, exchange: str) -> None:
     cuda = torch.device("cuda", 0)
     with FakeCuda():
         result = evaluate(model, make_loader(data, rank, 2, batch_size=3), cuda, 7, rank, 2, exchange)
-        trainer = SimpleNamespace(plan=SimpleNamespace(grad_exchange=exchange), device=cuda, world_size=2)
-        mean = Trainer._global_mean(trainer, float(rank + 1))
+        # The recipe's loss mean: the step's loss stays on the device until the report point reads it.
+        reporter = Reporter(Emitter(rank, events_dir=""), rank, 2, exchange, batch=3, log_every=1)
+        reporter.add(Pending(1, 0, torch.tensor(float(rank + 1), device=cuda), 0.1, 0.0, 1.0, 0.0))
+        [reported] = reporter.flush({}, "")
+        mean = reported.mean_loss
     if rank == 0:
         Path(out).write_text(json.dumps({"devices": seen, "samples": result.samples, "mean": mean}))
     dist.destroy_process_group()

@@ -65,7 +65,9 @@ def add_parser(sub) -> None:
     train.add_argument("--eval-every", type=int, metavar="N",
                        help="also evaluate on the validation split every N steps (always at each epoch's end)")
     train.add_argument("--image-size", type=int, default=32)
-    train.add_argument("--workers", type=int, default=0, help="DataLoader worker processes per rank")
+    train.add_argument("--workers", type=int,
+                       help="DataLoader worker processes per rank (default: chosen for this machine's cores and "
+                            "ranks, shown with the plan; 0 loads data in the rank itself)")
     train.add_argument("--no-amp", action="store_true", help="no mixed precision on CUDA")
     train.add_argument("--checkpoint-dir", metavar="DIR", help="save a checkpoint here after each epoch")
     train.add_argument("--resume", action="store_true", help="continue from the checkpoint in --checkpoint-dir")

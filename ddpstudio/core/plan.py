@@ -48,7 +48,7 @@ class RecipeSpec:
     image_size: int = 32
     num_classes: int = 10
     synthetic_samples: int = 4096
-    workers: int = 0
+    workers: int | None = None  # DataLoader workers per rank; None: chosen for the machine (core/dataworkers.py)
     amp: bool = True  # only takes effect on CUDA
     checkpoint_dir: str | None = None
     resume: bool = False

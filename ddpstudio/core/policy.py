@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Callable, Protocol
 
 from ddpstudio.core import paths
+from ddpstudio.core.decision import Decision
 from ddpstudio.core.exchange import choice as exchange_choice
 from ddpstudio.core.plan import Plan, RecipeSpec, ScriptSpec
 from ddpstudio.core.protocol import NO_NCCL_ENV, NO_NCCL_WINDOWS
@@ -42,12 +43,6 @@ class Machine(Protocol):
 
     @property
     def cuda_available(self) -> bool: ...
-
-
-@dataclass(frozen=True)
-class Decision:
-    value: object
-    reason: str
 
 
 @dataclass
@@ -263,8 +258,12 @@ def build_plan(request: Request, platform: Platform, machine: Machine,
 
     recipe, eff, lr = request.recipe, None, None
     if recipe is not None:
+        from ddpstudio.core.dataworkers import choose_workers, usable_cores
+
         per_rank, eff = effective_batch(recipe.batch_size, int(world.value), request.batch_mode)
-        recipe = replace(recipe, batch_size=per_rank)
+        workers = choose_workers(recipe.workers, usable_cores(), int(world.value), platform, recipe.data)
+        recipe = replace(recipe, batch_size=per_rank, workers=int(workers.value))
+        reasons.append(workers.reason)
         lr = recipe.lr * (int(world.value) if recipe.scale_lr else 1)
         reasons.append(f"effective batch {eff} = {world.value} ranks x {per_rank} per rank"
                        + (f"; learning rate scaled to {lr:g}" if recipe.scale_lr else ""))

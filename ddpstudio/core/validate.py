@@ -106,7 +106,7 @@ def check_recipe(spec: RecipeSpec) -> list[Problem]:
         problems.append(Problem("max_steps", f"max steps must be at least 1 (got {spec.max_steps})"))
     if not math.isfinite(spec.lr) or spec.lr <= 0:
         problems.append(Problem("lr", f"the learning rate must be a positive number (got {spec.lr})"))
-    if spec.workers < 0:
+    if spec.workers is not None and spec.workers < 0:
         problems.append(Problem("workers", f"the number of data-loading workers must be 0 or more (got "
                                            f"{spec.workers}); 0 loads data in the training process itself"))
     problems += check_schedule(spec)

@@ -58,7 +58,7 @@ def run_arguments(s: SetupState, platform: Platform | None = None) -> list[str]:
         flag("--lr-schedule", s.lr_schedule, RecipeSpec.lr_schedule)
         flag("--warmup-steps", s.warmup_steps, 0)
         flag("--eval-every", s.eval_every, 0)
-        flag("--workers", s.workers, 0)
+        flag("--workers", s.workers, -1)
         flag("--checkpoint-dir", s.checkpoint_dir.strip())
         if s.resume:
             args.append("--resume")

@@ -65,7 +65,9 @@ FIELD_HELP: dict[str, str] = {
     "epochs": "Passes over the training data; each rank sees 1/N of it per epoch. Default: 1.",
     "max_steps": "Stop after this many steps, even mid-epoch. Default: no limit.",
     "workers": "DataLoader worker processes per rank: every rank starts its own, so N ranks x W workers "
-               "processes read data. On Windows each worker is a spawned process (slow to start). Default: 0.",
+               "processes read data. On Windows each worker is a spawned process (a few seconds to start, once per "
+               "run: workers are kept between epochs). Default: auto, one core kept per rank and the others "
+               "shared out, at most 8 per rank; the machine panel says how many. 0 loads data in the rank.",
     "checkpoint_dir": "Rank 0 saves a checkpoint here after each epoch (after a barrier, so all ranks agree), "
                       "and the final weights as model.pt. Default: no checkpoints.",
     "resume": "Continue from the checkpoint in that folder, loaded onto each rank's own device. "

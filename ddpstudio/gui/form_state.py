@@ -44,7 +44,7 @@ class SetupState:
     lr: float = RecipeSpec.lr  # the recipe's defaults, so the window and the CLI train alike
     epochs: int = RecipeSpec.epochs
     max_steps: int = 0  # 0: no limit
-    workers: int = 0
+    workers: int = -1  # -1: chosen for the machine (the plan says how many and why)
     checkpoint_dir: str = ""
     resume: bool = False
     grad_exchange: str = "auto"  # auto | native | staged
@@ -109,7 +109,8 @@ class SetupState:
             request.recipe = RecipeSpec(
                 model=self.model.strip(), data=self.data, data_dir=self.data_dir.strip() or None,
                 epochs=self.epochs, max_steps=self.max_steps or None, batch_size=self.batch_size,
-                lr=self.lr, scale_lr=self.scale_lr, image_size=self.image_size, workers=self.workers,
+                lr=self.lr, scale_lr=self.scale_lr, image_size=self.image_size,
+                workers=None if self.workers < 0 else self.workers,
                 checkpoint_dir=self.checkpoint_dir.strip() or None, resume=self.resume,
                 lr_schedule=self.lr_schedule, warmup_steps=self.warmup_steps, eval_every=self.eval_every or None)
         return request
@@ -139,7 +140,8 @@ def from_plan(plan: Plan, platform: Platform | None = None) -> SetupState:
         r = plan.recipe
         state.model, state.data, state.data_dir, state.image_size = r.model, r.data, r.data_dir or "", r.image_size
         state.batch_size, state.scale_lr, state.lr = r.batch_size, r.scale_lr, r.lr  # per rank after any split
-        state.epochs, state.max_steps, state.workers = r.epochs, r.max_steps or 0, r.workers
+        state.epochs, state.max_steps = r.epochs, r.max_steps or 0
+        state.workers = -1 if r.workers is None else r.workers  # the number the run used, as chosen then
         state.checkpoint_dir, state.resume = r.checkpoint_dir or "", r.resume
         state.lr_schedule, state.warmup_steps, state.eval_every = r.lr_schedule, r.warmup_steps, r.eval_every or 0
     return state

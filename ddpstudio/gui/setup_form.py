@@ -96,7 +96,7 @@ class SetupForm(QWidget):
         e["eval_every"] = _spin(0, 1 << 30, special="each epoch's end", suffix=" steps")
         e["epochs"] = _spin(1, 100000)
         e["max_steps"] = _spin(0, 1 << 30, special="no limit")
-        e["workers"] = _spin(0, 64)
+        e["workers"] = _spin(-1, 64, special="auto (for this machine)")
         e["checkpoint_dir"] = PathEdit(FOLDER, "Checkpoint folder", dialogs, "no checkpoints if empty")
         e["resume"] = QCheckBox("Resume from the checkpoint in that folder")
         self.effective = QLabel()

@@ -28,8 +28,11 @@ class EvalResult:
 
 
 def make_loader(dataset: Dataset, rank: int, world_size: int, batch_size: int, workers: int = 0) -> DataLoader:
+    """This rank's shard; its workers are kept between evaluations (spawned ones take seconds to start:
+    core/dataworkers.py)."""
     sampler = DistributedSampler(dataset, num_replicas=world_size, rank=rank, shuffle=False, drop_last=False)
-    return DataLoader(dataset, batch_size=batch_size, sampler=sampler, num_workers=workers)
+    return DataLoader(dataset, batch_size=batch_size, sampler=sampler, num_workers=workers,
+                      persistent_workers=workers > 0)
 
 
 @torch.no_grad()

@@ -1,7 +1,8 @@
 """The built-in recipe, run once per rank: ``python -m ddpstudio.rank.recipe PLAN.json``.
 
 DistributedSampler with set_epoch, DDP wrap, global loss averaged across
-ranks, samples/s, time waiting for data, checkpoint on rank 0 after a barrier
+ranks (read from the device at report points: rank/reporting.py), precision by
+device (rank/precision.py), samples/s, time waiting for data, checkpoint on rank 0 after a barrier
 each epoch, resume with the right map_location. Also runs under torchrun
 (``--init-method env://``), which the overhead benchmark relies on.
 """
@@ -9,7 +10,6 @@ each epoch, resume with the right map_location. Also runs under torchrun
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import sys
 import time
@@ -55,9 +55,13 @@ class Trainer:
         from torch.nn.parallel import DistributedDataParallel as DDP
         from torch.utils.data import DataLoader, DistributedSampler
 
+        from ddpstudio.core.dataworkers import workers_in_rank
+        from ddpstudio.rank import precision
         from ddpstudio.rank.bnstats import calibration_loader
+        from ddpstudio.rank.data import SyntheticImages, SyntheticIndices
         from ddpstudio.rank.evaluate import make_loader
         from ddpstudio.rank.hoststore import with_host_store
+        from ddpstudio.rank.reporting import Reporter
         from ddpstudio.rank.splits import build_splits
 
         # Several machines: the host's store, as a client without libuv (rank/hoststore.py, pytorch #148283).
@@ -80,33 +84,49 @@ class Trainer:
         splits = build_splits(spec)
         dataset, self.class_names = splits.train, splits.class_names
         classes = len(self.class_names)
-        self.val_loader = make_loader(splits.val, self.rank, self.world_size, spec.batch_size, spec.workers)
+        self.workers = workers_in_rank(spec.workers, self.plan.ranks_per_node, spec.data)
+        self.val_loader = make_loader(splits.val, self.rank, self.world_size, spec.batch_size, self.workers)
         self.calibration = calibration_loader(splits.train, self.rank, self.world_size, spec.batch_size)
         if self.rank == 0:
             self.emit.emit(protocol.LOG, stream="recipe", line=f"validation: {splits.source}")
         if len(dataset) == 0:
             raise ValueError(f"the dataset in {spec.data_dir} has no samples")
-        self.sampler = DistributedSampler(dataset, num_replicas=self.world_size, rank=self.rank,
+        # Synthetic data: the loader gives indices, the images are built on the device (rank/data.py).
+        self.synthetic = dataset if isinstance(dataset, SyntheticImages) else None
+        source = SyntheticIndices(dataset) if self.synthetic else dataset
+        self.sampler = DistributedSampler(source, num_replicas=self.world_size, rank=self.rank,
                                           shuffle=True, seed=spec.seed, drop_last=True)
-        self.loader = DataLoader(dataset, batch_size=spec.batch_size, sampler=self.sampler,
-                                 num_workers=spec.workers, drop_last=True,
-                                 pin_memory=self.device.type == "cuda",
-                                 persistent_workers=spec.workers > 0)
+        self.loader = DataLoader(source, batch_size=spec.batch_size, sampler=self.sampler,
+                                 num_workers=self.workers, drop_last=True,
+                                 pin_memory=self.device.type == "cuda" and not self.synthetic,
+                                 persistent_workers=self.workers > 0)
         if len(self.loader) == 0:
             raise ValueError(
                 f"{len(dataset)} samples are too few for {self.world_size} ranks x batch {spec.batch_size}; "
                 "lower the batch size or add data")
         model = torchvision.models.get_model(spec.model, weights=None, num_classes=classes).to(self.device)
-        self.model = DDP(model, device_ids=[self.local_rank] if self.device.type == "cuda" else None)
+        self.precision = precision.for_model(model, self.device.type, spec.amp)
+        if self.precision.channels_last:
+            model = model.to(memory_format=torch.channels_last)
+        # gradient_as_bucket_view: gradients live in DDP's buckets, no copy back out of them each step.
+        # broadcast_buffers=False: no broadcast of rank 0's BatchNorm buffers before every forward (a
+        # collective per step); the statistics are recomputed over all ranks before each evaluation and
+        # checkpoint instead (rank/bnstats.py), and training-mode BatchNorm does not read them.
+        self.model = DDP(model, device_ids=[self.local_rank] if self.device.type == "cuda" else None,
+                         gradient_as_bucket_view=True, broadcast_buffers=False)
         from ddpstudio.rank.staged import register
 
         register(self.model, self.plan.grad_exchange, self.plan.grad_compression)
         self.lr = spec.lr * (self.world_size if spec.scale_lr else 1)
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=self.lr, momentum=0.9, weight_decay=1e-4)
-        self.use_amp = spec.amp and self.device.type == "cuda"
-        self.scaler = torch.amp.GradScaler("cuda", enabled=self.use_amp)
+        self.autocast_dtype = getattr(torch, self.precision.autocast) if self.precision.autocast else None
+        self.scaler = torch.amp.GradScaler("cuda", enabled=self.precision.grad_scaler)
+        if self.rank == 0:
+            self.emit.emit(protocol.LOG, stream="recipe", line=f"precision: {self.precision.reason}")
         self.loss_fn = torch.nn.CrossEntropyLoss()
         self.epoch, self.skip, self.global_step = 0, 0, 0
+        self.reporter = Reporter(self.emit, self.rank, self.world_size, self.plan.grad_exchange, spec.batch_size,
+                                 spec.log_every)
         self.current_lr, self.evaluated_at = self.lr, -1
         if spec.resume:
             self._resume()
@@ -125,7 +145,8 @@ class Trainer:
         self.optimizer.load_state_dict(state["optimizer"])
         for group in self.optimizer.param_groups:  # the saved state brings its lr; this run's --lr wins
             group["lr"] = self.lr
-        self.scaler.load_state_dict(state["scaler"])
+        if state["scaler"] and self.scaler.is_enabled():  # a bf16 or CPU run saved a disabled scaler: {}
+            self.scaler.load_state_dict(state["scaler"])
         self.global_step = state["global_step"]
         self.epoch = state["epoch"] + (1 if state["epoch_complete"] else 0)
         self.skip = 0 if state["epoch_complete"] else state["step_in_epoch"]
@@ -167,39 +188,51 @@ class Trainer:
                     f"overwritten. {DIVERGED_HINT.format(lr=self.lr)}")
 
     # -- the loop ----------------------------------------------------------
-    def _global_mean(self, value: float) -> float:
+    def _autocast(self):
         import torch
 
-        from ddpstudio.rank.staged import all_reduce
+        return torch.autocast(self.device.type, dtype=self.autocast_dtype, enabled=self.autocast_dtype is not None)
 
-        # Staged: a Python float starts in CPU memory, so no copy to the GPU and back is needed.
-        device = "cpu" if self.plan.grad_exchange == "staged" else self.device
-        t = torch.tensor([value], dtype=torch.float64, device=device)
-        all_reduce(t, self.plan.grad_exchange)
-        return t.item() / self.world_size
-
-    def _train_step(self, images, labels) -> float:
+    def _to_device(self, images, labels):
         import torch
 
+        labels = labels.to(self.device, non_blocking=True)
+        if self.synthetic is not None:  # the loader gave sample indices: build their images here
+            images = self.synthetic.batch(images.to(self.device, non_blocking=True))
+        else:
+            images = images.to(self.device, non_blocking=True)
+        if self.precision.channels_last:
+            images = images.contiguous(memory_format=torch.channels_last)
+        return images, labels
+
+    def _train_step(self, images, labels):
+        """One optimiser step; returns the loss as a tensor on the device (reading it would wait for the GPU)."""
         from ddpstudio.rank import schedule
 
         self.current_lr = schedule.lr_at(self.global_step, self.lr, self.spec.lr_schedule,
                                          self.spec.warmup_steps, self._total_steps())
         schedule.apply(self.optimizer, self.current_lr)
-        images = images.to(self.device, non_blocking=True)
-        labels = labels.to(self.device, non_blocking=True)
-        with torch.autocast(self.device.type, enabled=self.use_amp):
+        images, labels = self._to_device(images, labels)
+        with self._autocast():
             loss = self.loss_fn(self.model(images), labels)
         self.optimizer.zero_grad(set_to_none=True)
         self.scaler.scale(loss).backward()
         self.scaler.step(self.optimizer)
         self.scaler.update()
-        return loss.item()
+        return loss.detach()
 
     def _done(self) -> bool:
         return self.spec.max_steps is not None and self.global_step >= self.spec.max_steps
 
+    def _report(self) -> list:
+        """Read, check and report the pending steps (a collective: every rank calls it at the same steps)."""
+        return self.reporter.flush(
+            {"steps_per_epoch": len(self.loader), "total_steps": self._total_steps()},
+            DIVERGED_HINT.format(lr=self.lr))
+
     def run(self) -> None:
+        from ddpstudio.rank.reporting import Pending
+
         spec, batch = self.spec, self.spec.batch_size
         while self.epoch < spec.epochs and not self._done():
             epoch = self.epoch
@@ -209,6 +242,7 @@ class Trainer:
             step_in_epoch = 0
             it = iter(self.loader)
             t_prev = time.perf_counter()
+            self.reporter.restart_clock()
             for step_in_epoch in range(len(self.loader)):
                 t_wait = time.perf_counter()
                 images, labels = next(it)
@@ -220,29 +254,25 @@ class Trainer:
                 self.global_step += 1
                 now = time.perf_counter()
                 dt, t_prev = now - t_prev, now
-                wait_total, loss_sum, n = wait_total + waited, loss_sum + loss, n + 1
-                self.emit.emit(protocol.STEP, step=self.global_step, epoch=epoch, loss=loss, lr=self.current_lr,
-                               samples_per_s=batch / dt if dt > 0 else None, data_wait=waited / dt if dt else 0.0)
-                mean = self._global_mean(loss)  # every step: a NaN on any rank stops all ranks together
-                if not math.isfinite(mean):
-                    raise FloatingPointError(
-                        f"loss became {'NaN' if math.isnan(mean) else 'infinite'} at step {self.global_step}; "
-                        f"the run stops and the last checkpoint is kept. {DIVERGED_HINT.format(lr=self.lr)}")
-                if self.global_step % spec.log_every == 0:
-                    if self.rank == 0:
-                        self.emit.emit(protocol.GLOBAL_STEP, rank=None, step=self.global_step, epoch=epoch,
-                                       loss=mean, lr=self.current_lr, samples_per_s=self.world_size * batch / dt if dt else None,
-                                       steps_per_epoch=len(self.loader), total_steps=self._total_steps())
-                if spec.eval_every and self.global_step % spec.eval_every == 0:
+                wait_total, n = wait_total + waited, n + 1
+                self.reporter.add(Pending(self.global_step, epoch, loss, self.current_lr, time.time(), dt, waited))
+                evaluate = bool(spec.eval_every and self.global_step % spec.eval_every == 0)
+                last = self._done() or step_in_epoch == len(self.loader) - 1
+                if self.reporter.due or evaluate or last:  # the same steps on every rank
+                    loss_sum += sum(r.mean_loss for r in self._report())
+                if evaluate:
                     self._evaluate(epoch)
+                    t_prev = time.perf_counter()
+                    self.reporter.restart_clock()
                 if self._done():
                     break
             self.skip = 0
+            loss_sum += sum(r.mean_loss for r in self._report())  # nothing pending after a full epoch
             duration = time.perf_counter() - t_epoch
             complete = step_in_epoch == len(self.loader) - 1
-            mean_loss = self._global_mean(loss_sum / n if n else 0.0)
             if self.rank == 0:
-                self.emit.emit(protocol.EPOCH_END, rank=None, epoch=epoch, loss=mean_loss, duration_s=duration,
+                self.emit.emit(protocol.EPOCH_END, rank=None, epoch=epoch, loss=loss_sum / n if n else 0.0,
+                               duration_s=duration,
                                samples_per_s=self.world_size * batch * n / duration if duration else None,
                                data_wait_fraction=wait_total / duration if duration else 0.0,
                                complete=complete)
@@ -253,8 +283,6 @@ class Trainer:
 
     def _evaluate(self, epoch: int) -> None:
         """Loss and accuracy on the validation set, over all ranks; once per step at most."""
-        import torch
-
         from ddpstudio.rank import bnstats
         from ddpstudio.rank.evaluate import evaluate
 
@@ -263,7 +291,7 @@ class Trainer:
         self.evaluated_at, t0 = self.global_step, time.perf_counter()
         # BatchNorm's running statistics lag the weights: recompute them first (rank/bnstats.py).
         bnstats.recompute(self.model.module, self.calibration, self.device, self.plan.grad_exchange,
-                          torch.autocast(self.device.type, enabled=self.use_amp))
+                          self._autocast())
         result = evaluate(self.model.module, self.val_loader, self.device, len(self.class_names),
                           self.rank, self.world_size, self.plan.grad_exchange)
         if self.rank == 0:
