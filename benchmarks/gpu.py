@@ -83,10 +83,14 @@ class Row:
     note: str = ""
 
 
-def recipe_precision(device: str) -> str:
-    """The precision the recipe trains in (ddpstudio/rank/recipe.py: autocast + GradScaler when
-    ``spec.amp`` and the device is CUDA; ``amp`` defaults to on), so the ceiling uses the same."""
-    return "fp16" if device == "cuda" else "fp32"
+def recipe_precision(device: str, convolutional: bool = True):
+    """The precision the recipe trains in on ``device`` (its own rule, ``ddpstudio.rank.precision``: bf16
+    where the GPU computes it natively, fp16 + GradScaler otherwise, channels_last for convolutions, fp32
+    on the CPU; ``amp`` defaults to on), so the ceiling uses the same."""
+    from ddpstudio.rank import precision
+
+    native = device == "cuda" and precision.bf16_native()
+    return precision.choose("cuda" if device == "cuda" else "cpu", True, native, convolutional)
 
 
 # -- ceiling: the model in a tight loop ------------------------------------------------------------
@@ -103,14 +107,18 @@ def ceiling(model_name: str, image_size: int, batch: int, sizes: Sizes, device: 
         torch.set_num_threads(1)  # the recipe's one intra-op thread per rank on the CPU (plan.RecipeSpec.threads)
     model = torchvision.models.get_model(model_name, weights=None, num_classes=10).to(dev)
     opt = torch.optim.SGD(model.parameters(), lr=0.02, momentum=0.9, weight_decay=1e-4)  # the recipe's
-    amp = recipe_precision(device) == "fp16"
-    scaler = torch.amp.GradScaler("cuda", enabled=amp)
+    chosen = recipe_precision(device)
+    dtype = getattr(torch, chosen.autocast) if chosen.autocast else None
+    scaler = torch.amp.GradScaler("cuda", enabled=chosen.grad_scaler)
     x = torch.randn(batch, 3, image_size, image_size, device=dev)
+    if chosen.channels_last:
+        model = model.to(memory_format=torch.channels_last)
+        x = x.contiguous(memory_format=torch.channels_last)
     y = torch.randint(0, 10, (batch,), device=dev)
     loss_fn = torch.nn.CrossEntropyLoss()
 
     def step() -> None:
-        with torch.autocast(dev.type, enabled=amp):
+        with torch.autocast(dev.type, dtype=dtype, enabled=dtype is not None):
             loss = loss_fn(model(x), y)
         opt.zero_grad(set_to_none=True)
         scaler.scale(loss).backward()
@@ -150,7 +158,7 @@ def part_ceiling(sizes: Sizes, device: str, work: Path, timeout: float) -> list[
         print(f"ceiling: {model} {size} px ...", file=sys.stderr, flush=True)
         top = ceiling(model, size, batch, sizes, device)
         got, wait = recipe(model, size, batch, sizes, work, timeout, n)
-        rows.append(Row("recipe / ceiling", f"{model} {size} px, batch {batch}, {recipe_precision(device)}",
+        rows.append(Row("recipe / ceiling", f"{model} {size} px, batch {batch}, {recipe_precision(device).name}",
                         f"recipe {got:,.1f} samples/s", f"tight loop {top:,.1f} samples/s", got / top,
                         f"recipe's data_wait {wait:.2f}"))
     return rows
