@@ -143,6 +143,9 @@ class MachinePanel(QGroupBox):
         else:
             compact = len(inventory.gpus) >= COMPACT_FROM
             self.cards = [GpuCard(gpu, inventory, compact=compact) for gpu in inventory.gpus]
+            # Compact rows sit close together (the style's gap is for tall cards): eight GPUs plus the
+            # decisions must leave the form in view on a 1280x720 screen.
+            self._cards_box.setSpacing(1 if compact else -1)
         for card in self.cards:
             self._cards_box.addWidget(card)
         self.status.hide()
