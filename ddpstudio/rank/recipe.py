@@ -109,11 +109,18 @@ class Trainer:
         if self.precision.channels_last:
             model = model.to(memory_format=torch.channels_last)
         # gradient_as_bucket_view: gradients live in DDP's buckets, no copy back out of them each step.
-        # broadcast_buffers=False: no broadcast of rank 0's BatchNorm buffers before every forward (a
+        # No buffer sync before each forward: no broadcast of rank 0's BatchNorm buffers before every forward (a
         # collective per step); the statistics are recomputed over all ranks before each evaluation and
         # checkpoint instead (rank/bnstats.py), and training-mode BatchNorm does not read them.
+        # torch 2.14 renamed the switch (distributed.py: "`broadcast_buffers` is deprecated. Use
+        # `forward_sync_buffers` instead", a FutureWarning on every rank's stderr); older torch lacks it.
+        import inspect
+
+        no_buffer_sync = ({"forward_sync_buffers": False}
+                          if "forward_sync_buffers" in inspect.signature(DDP.__init__).parameters
+                          else {"broadcast_buffers": False})
         self.model = DDP(model, device_ids=[self.local_rank] if self.device.type == "cuda" else None,
-                         gradient_as_bucket_view=True, broadcast_buffers=False)
+                         gradient_as_bucket_view=True, **no_buffer_sync)
         from ddpstudio.rank.staged import register
 
         register(self.model, self.plan.grad_exchange, self.plan.grad_compression)
