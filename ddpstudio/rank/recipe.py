@@ -10,6 +10,7 @@ each epoch, resume with the right map_location. Also runs under torchrun
 from __future__ import annotations
 
 import argparse
+import inspect
 import os
 import sys
 import time
@@ -114,13 +115,11 @@ class Trainer:
         # checkpoint instead (rank/bnstats.py), and training-mode BatchNorm does not read them.
         # torch 2.14 renamed the switch (distributed.py: "`broadcast_buffers` is deprecated. Use
         # `forward_sync_buffers` instead", a FutureWarning on every rank's stderr); older torch lacks it.
-        import inspect
-
-        no_buffer_sync = ({"forward_sync_buffers": False}
-                          if "forward_sync_buffers" in inspect.signature(DDP.__init__).parameters
-                          else {"broadcast_buffers": False})
-        self.model = DDP(model, device_ids=[self.local_rank] if self.device.type == "cuda" else None,
-                         gradient_as_bucket_view=True, **no_buffer_sync)
+        device_ids = [self.local_rank] if self.device.type == "cuda" else None
+        if "forward_sync_buffers" in inspect.signature(DDP.__init__).parameters:
+            self.model = DDP(model, device_ids=device_ids, gradient_as_bucket_view=True, forward_sync_buffers=False)
+        else:
+            self.model = DDP(model, device_ids=device_ids, gradient_as_bucket_view=True, broadcast_buffers=False)
         from ddpstudio.rank.staged import register
 
         register(self.model, self.plan.grad_exchange, self.plan.grad_compression)
