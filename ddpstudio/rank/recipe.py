@@ -51,13 +51,13 @@ class Trainer:
     def setup(self) -> None:
         import torch
         import torch.distributed as dist
-        import torchvision
         from torch.nn.parallel import DistributedDataParallel as DDP
         from torch.utils.data import DataLoader, DistributedSampler
 
         from ddpstudio.rank.bnstats import calibration_loader
         from ddpstudio.rank.evaluate import make_loader
         from ddpstudio.rank.hoststore import with_host_store
+        from ddpstudio.rank.models import build_model
         from ddpstudio.rank.splits import build_splits
 
         # Several machines: the host's store, as a client without libuv (rank/hoststore.py, pytorch #148283).
@@ -96,7 +96,7 @@ class Trainer:
             raise ValueError(
                 f"{len(dataset)} samples are too few for {self.world_size} ranks x batch {spec.batch_size}; "
                 "lower the batch size or add data")
-        model = torchvision.models.get_model(spec.model, weights=None, num_classes=classes).to(self.device)
+        model = build_model(spec.model, classes, spec.image_size).to(self.device)
         self.model = DDP(model, device_ids=[self.local_rank] if self.device.type == "cuda" else None)
         from ddpstudio.rank.staged import register
 
