@@ -23,17 +23,17 @@ BAD_INPUT = 2
 
 
 def make_checkpoint(folder: Path, model: str = "resnet18", step: int = 2, complete: bool = False,
-                    epochs: int = 1) -> Path:
+                    epochs: int = 1, image_size: int = 32) -> Path:
     """A checkpoint the way the recipe saves one: real weights, SGD momentum after one real step."""
     import torch
-    import torchvision
 
     from ddpstudio.rank.checkpoint import checkpoint_path, layout, save_atomic
+    from ddpstudio.rank.models import build_model
 
     torch.manual_seed(0)
-    net = torchvision.models.get_model(model, weights=None, num_classes=10)
+    net = build_model(model, 10, image_size)
     opt = torch.optim.SGD(net.parameters(), lr=0.02, momentum=0.9, weight_decay=1e-4)
-    torch.nn.functional.cross_entropy(net(torch.randn(2, 3, 32, 32)), torch.tensor([0, 1])).backward()
+    torch.nn.functional.cross_entropy(net(torch.randn(2, 3, image_size, image_size)), torch.tensor([0, 1])).backward()
     opt.step()
     state = net.state_dict()
     return save_atomic(
@@ -200,7 +200,7 @@ def test_resume_of_a_finished_checkpoint_says_nothing_is_left(studio_home, tmp_p
 
 @pytest.mark.slow
 def test_diverging_loss_fails_the_run_and_keeps_the_last_good_checkpoint(studio_home, tmp_path):
-    make_checkpoint(tmp_path, step=2)
+    make_checkpoint(tmp_path, model="mlp", step=2, image_size=8)  # TINY's model
     before = files_of(tmp_path)
     res = ddpstudio("run", "--resume", "--checkpoint-dir", str(tmp_path), "--lr", "1e12", "--max-steps", "40",
                     *TINY)

@@ -191,7 +191,7 @@ def test_the_window_fits_a_1280x720_screen(qtbot, open_window):
 
 # -- a real run, told ------------------------------------------------------------------------
 def test_a_real_run_is_told_from_start_to_summary(qtbot, open_window, studio_home, tmp_path):
-    window = open_window(SetupState(batch_size=8, image_size=32, max_steps=4, eval_every=2,
+    window = open_window(SetupState(model="mlp", batch_size=8, image_size=8, max_steps=4, eval_every=2,
                                     checkpoint_dir=str(tmp_path / "ckpt")))
     seen = set()
     launch(qtbot, window)

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from dataclasses import replace
 
 import psutil
 import pytest
@@ -29,8 +30,9 @@ from ddpstudio.gui.mainwindow import MainWindow
 
 pytestmark = pytest.mark.gui
 RUN_TIMEOUT_MS = 120_000
-DEMO = SetupState(batch_size=8, image_size=32, max_steps=3)
-LONG = SetupState(batch_size=8, image_size=32, max_steps=0, epochs=1000)
+# The built-in perceptron on 8x8 images: these runs are about the window, not the recipe's model.
+DEMO = SetupState(model="mlp", batch_size=8, image_size=8, max_steps=3)
+LONG = SetupState(model="mlp", batch_size=8, image_size=8, max_steps=0, epochs=100_000)
 
 
 def no_nvml() -> FakeGpuSource:
@@ -381,8 +383,7 @@ def kill_run(qtbot, window: MainWindow) -> None:
 @pytest.mark.posix_only("kills the run with os.killpg and SIGKILL")
 def test_clean_up_removes_a_real_stale_store_and_shows_the_result(qtbot, open_window, studio_home, tmp_path):
     store = tmp_path / "pg.store"
-    window = open_window(SetupState(batch_size=8, image_size=32, max_steps=0, epochs=1000, store="fixed",
-                                    store_path=str(store)))
+    window = open_window(replace(LONG, store="fixed", store_path=str(store)))
     launch(qtbot, window)
     wait_for_steps(qtbot, window, 1)  # the ranks have met in the store file
     kill_run(qtbot, window)

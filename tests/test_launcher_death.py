@@ -161,7 +161,7 @@ def test_sigkill_of_the_launcher_while_ranks_still_start_takes_them_too(studio_h
 def test_a_crash_inside_the_launcher_loop_stops_the_ranks_and_ends_the_stream_once(studio_home, monkeypatch):
     from ddpstudio.core.launch.launcher import Launcher, run
 
-    plan = build_plan(Request(recipe=RecipeSpec(max_steps=100000, batch_size=8)), current(), _NoGpu())
+    plan = build_plan(Request(recipe=RecipeSpec(model="mlp", image_size=8, batch_size=8, max_steps=100000)), current(), _NoGpu())
     write_plan(plan)
     out = io.StringIO()
     launcher = Launcher(plan, out=out)

@@ -52,8 +52,9 @@ def two_machines():
 
 def test_two_namespaces_choose_the_veth_adapter_and_train_together(studio_home, two_machines):
     (host_ns, join_ns), (host_link, join_link) = two_machines
-    host = Node("host", "--nodes", "2", "--ranks-per-node", "1", "--max-steps", "4", "--batch-size", "8",
-                "--image-size", "32", "--join-timeout", "90", prefix=("ip", "netns", "exec", host_ns))
+    host = Node("host", "--nodes", "2", "--ranks-per-node", "1", "--max-steps", "4", "--model", "mlp",
+                "--batch-size", "8", "--image-size", "8", "--lr", "0.1", "--join-timeout", "90",
+                prefix=("ip", "netns", "exec", host_ns))
     join = None
     try:
         code = host.code()

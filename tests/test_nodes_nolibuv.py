@@ -47,7 +47,7 @@ def _stores(log: Path) -> list[tuple[int, bool, bool]]:
 
 
 WORKLOADS = {
-    "recipe": ["--batch-size", "8", "--image-size", "32", "--max-steps", "3"],
+    "recipe": ["--model", "mlp", "--batch-size", "8", "--image-size", "8", "--max-steps", "3"],
     "env-style script": ["--script", str(SCRIPTS / "ddp_env_style.py"), "--script-style", "env", "--", "3"],
 }
 
