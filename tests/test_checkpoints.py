@@ -184,6 +184,7 @@ def test_cli_refuses_a_damaged_checkpoint(studio_home, tmp_path, damage, words):
     refuse(studio_home, tmp_path, words=("cannot resume", words))
 
 
+@pytest.mark.slow  # resnet34 at 32 px is not in the warm cache: the CLI imports torchvision and probes it
 def test_cli_refuses_another_models_checkpoint(studio_home, tmp_path):
     make_checkpoint(tmp_path)
     refuse(studio_home, tmp_path, "--model", "resnet34", words=("resnet18 model, not resnet34", "--model resnet18"))

@@ -24,6 +24,8 @@ from ddpstudio.core.metrics.history import read_history
 from ddpstudio.core.process.proctable import create_time
 from ddpstudio.gui.dialogs import ScriptedDialogs
 
+# Every test reads the three real runs of the module fixture, or trains itself: the slow tier.
+pytestmark = pytest.mark.slow
 RUNS = ((1, 8), (2, 8), (2, 16))  # (world size, batch per rank)
 STEPS = 5
 

@@ -79,6 +79,7 @@ def test_disk_full_at_start_is_one_message_and_no_run_folder(studio_home, small_
     assert not processes_of(studio_home)
 
 
+@pytest.mark.slow
 def test_read_only_data_folder_refuses_run_and_keeps_doctor_and_clean_working(studio_home, small_disk):
     small_disk(studio_home, read_only=True)
     res = ddpstudio("run", "--max-steps", "1", *TINY)
@@ -92,6 +93,7 @@ def test_read_only_data_folder_refuses_run_and_keeps_doctor_and_clean_working(st
     assert not processes_of(studio_home)
 
 
+@pytest.mark.slow
 def test_a_broken_registry_is_reported_and_skipped_by_run_doctor_and_clean(studio_home):
     (studio_home / "registry").write_text("not a folder")
     for args in (("doctor",), ("clean", "--dry-run")):

@@ -27,6 +27,7 @@ def expected_scaling(rows):
     return {ws: (rate / rates[base], rate / rates[base] / (ws / base)) for ws, rate in rates.items()}
 
 
+@pytest.mark.slow
 def test_a_cpu_benchmark_shows_table_chart_and_verdict_then_exports(qtbot, open_window, studio_home, tmp_path):
     csv_path, png_path = tmp_path / "out" / "bench.csv", tmp_path / "out" / "bench"  # ".png" is added
     window = open_window(TINY)

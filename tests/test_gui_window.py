@@ -201,6 +201,7 @@ def test_the_exception_hook_logs_everything_and_shows_one_dialog(qtbot, tmp_path
 
 
 # -- runs ------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_demo_run_plots_both_ranks_and_the_global_curve_then_reloads(qtbot, open_window, studio_home):
     window = open_window(DEMO)
     launch(qtbot, window)
@@ -229,6 +230,7 @@ def test_demo_run_plots_both_ranks_and_the_global_curve_then_reloads(qtbot, open
     qtbot.waitUntil(lambda: window.form.state() == DEMO, timeout=30_000)
 
 
+@pytest.mark.slow
 def test_stop_mid_run_ends_stopped_with_no_process_left(qtbot, open_window, studio_home):
     window = open_window(LONG)
     launch(qtbot, window)
@@ -248,6 +250,7 @@ def test_stop_mid_run_ends_stopped_with_no_process_left(qtbot, open_window, stud
     assert window.launch_button.isEnabled()
 
 
+@pytest.mark.slow
 def test_closing_the_window_mid_run_stops_it_and_leaves_nothing(qtbot, open_window, studio_home):
     dialogs = ScriptedDialogs(yes=True)
     window = open_window(LONG, dialogs=dialogs)
@@ -261,6 +264,7 @@ def test_closing_the_window_mid_run_stops_it_and_leaves_nothing(qtbot, open_wind
     assert_nothing_left(qtbot, studio_home)
 
 
+@pytest.mark.slow
 def test_a_crashing_script_shows_its_root_cause_and_hint(qtbot, open_window, tmp_path):
     script = write_script(tmp_path, "train.py", """
         import sys, time
@@ -283,6 +287,7 @@ def test_a_crashing_script_shows_its_root_cause_and_hint(qtbot, open_window, tmp
     assert "rank 0 starting" in window.log_view.shown_text()
 
 
+@pytest.mark.slow
 def test_a_leftover_on_a_fixed_store_path_is_removed_visibly_before_launch(qtbot, open_window, studio_home, tmp_path):
     store = tmp_path / "fixed.store"
     window = open_window()
@@ -329,6 +334,7 @@ def make_leftover(qtbot, window: MainWindow, tmp_path, store) -> None:
     kill_run(qtbot, window)
 
 
+@pytest.mark.slow
 def test_clean_up_lists_foreign_holders_apart_and_stops_them_only_when_ticked(
         qtbot, open_window, studio_home, tmp_path):
     store = tmp_path / "held.store"
@@ -380,6 +386,7 @@ def kill_run(qtbot, window: MainWindow) -> None:
                 pass
 
 
+@pytest.mark.slow
 @pytest.mark.posix_only("kills the run with os.killpg and SIGKILL")
 def test_clean_up_removes_a_real_stale_store_and_shows_the_result(qtbot, open_window, studio_home, tmp_path):
     store = tmp_path / "pg.store"

@@ -30,6 +30,7 @@ def test_mlp_is_a_valid_model_at_any_size_without_importing_torchvision(studio_h
     assert [p.field for p in check_recipe(RecipeSpec(model="mlp", image_size=0))] == ["image_size"]
 
 
+@pytest.mark.slow
 def test_the_rank_builds_mlp_without_torchvision():
     out = _in_child("import sys\n"
                     "from ddpstudio.rank.models import build_model\n"

@@ -13,7 +13,7 @@ from ddpstudio.core import protocol
 from tests.conftest import processes_of
 from tests.studio import ENDLESS, TINY, events, final, of_type
 
-pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")]
 
 
 def test_a_rank_killed_by_sigkill_is_named_in_the_root_cause(studio_home):

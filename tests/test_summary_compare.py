@@ -14,7 +14,7 @@ from ddpstudio.core import protocol
 from ddpstudio.core.metrics.catalog import list_entries, previous_of
 from tests.test_gui_window import DEMO, RUN_TIMEOUT_MS, assert_nothing_left, launch, open_window  # noqa: F401
 
-pytestmark = pytest.mark.gui
+pytestmark = [pytest.mark.gui, pytest.mark.slow]
 
 
 def cli_demo_run(world_size: int) -> str:
