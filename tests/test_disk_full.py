@@ -151,7 +151,7 @@ def test_a_full_disk_while_saving_a_checkpoint_keeps_the_previous_one(studio_hom
     from tests.test_checkpoints import files_of, make_checkpoint
 
     ckpt = small_disk(tmp_path / "ckpt", size="120m")  # one resnet18 checkpoint (90 MB) fits, two do not
-    make_checkpoint(ckpt, step=2)
+    make_checkpoint(ckpt, model="resnet18", image_size=32, step=2)
     before = files_of(ckpt)
     # resnet18, not TINY's perceptron: the test needs a checkpoint as big as the disk's free space allows once.
     res = ddpstudio("run", "--json", "--resume", "--checkpoint-dir", str(ckpt), "--max-steps", "3", "--batch-size", "8",

@@ -79,6 +79,7 @@ def test_the_tutorial_script_is_started_once_and_runs_in_spawn_style_by_itself(t
     assert final(evs).get("state") == "finished" and final(evs).get("world_size") == 2
 
 
+@pytest.mark.slow  # reads the module's real tutorial run
 def test_every_spawned_child_is_a_rank_with_its_world_size_pid_and_exit(tutorial):
     _, evs = tutorial
     joined = of_type(evs, protocol.RANK_JOINED)
@@ -92,6 +93,7 @@ def test_every_spawned_child_is_a_rank_with_its_world_size_pid_and_exit(tutorial
     assert exits == {0: (0, pids[0]), 1: (0, pids[1])}
 
 
+@pytest.mark.slow  # reads the module's real tutorial run
 def test_each_childs_output_and_losses_are_its_own_ranks(tutorial):
     _, evs = tutorial
     for rank in (0, 1):
@@ -106,6 +108,7 @@ def test_each_childs_output_and_losses_are_its_own_ranks(tutorial):
     assert first[1] > 3 * first[0]  # rank 1 trains towards a target twice as far: one curve each, not merged
 
 
+@pytest.mark.slow  # reads the module's real tutorial run
 def test_the_ranks_steps_give_the_global_mean_once_the_ranks_say_how_many_they_are(tutorial):
     """Spawn style too: the run's curve is the mean over the spawned ranks by step (the world size comes
     from their rank_joined, not from the plan)."""
