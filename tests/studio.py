@@ -12,7 +12,12 @@ from pathlib import Path
 from ddpstudio.core import protocol
 
 SCRIPTS = Path(__file__).parent / "scripts"
-TINY = ["--batch-size", "8", "--image-size", "32", "--rendezvous-timeout", "60"]
+# The recipe's cheapest run, for tests that are not about its model: the built-in two-layer perceptron
+# on 8x8 images (no torchvision import in the ranks, a gradient of a few thousand numbers).
+# "--rendezvous-timeout 60" stays last: test_bad_input takes TINY[-2:] for a script.
+TINY = ["--model", "mlp", "--batch-size", "8", "--image-size", "8", "--rendezvous-timeout", "60"]
+# A recipe run that trains until it is stopped: the perceptron's 256 steps per epoch take a second or two.
+ENDLESS = ["--max-steps", "100000", "--epochs", "100000"]
 
 
 def sigint_at(handler) -> dict:

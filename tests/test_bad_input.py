@@ -89,6 +89,7 @@ def test_world_size_zero(studio_home):
     assert_nothing_started(studio_home)
 
 
+@pytest.mark.slow
 def test_world_size_above_the_gpu_count(studio_home, tmp_path, monkeypatch):
     gpus = tmp_path / "gpus.json"
     gpus.write_text(json.dumps({"gpus": [{"name": "NVIDIA RTX A4000", "total_memory_mb": 16376}] * 2}))
@@ -107,6 +108,7 @@ def test_resume_without_a_checkpoint(studio_home, tmp_path):
     assert_rejected(ddpstudio("run", "--resume", "--checkpoint-dir", str(tmp_path)), "no checkpoint.pt")
 
 
+@pytest.mark.slow
 def test_script_that_crashes_on_import(studio_home, tmp_path):
     ckpt = tmp_path / "ckpt"
     res = ddpstudio("run", "--json", "--script", str(SCRIPTS / "crash_on_import.py"), *TINY[-2:])
@@ -126,7 +128,7 @@ def test_script_that_crashes_on_import(studio_home, tmp_path):
     (("--grad-exchange", "gpu"), ("unknown gradient exchange 'gpu'", "auto, native, staged")),
     (("--grad-compression", "int8"), ("unknown gradient compression 'int8'", "none or fp16")),
 ])
-@pytest.mark.parametrize("command", ["run", "bench"])
+@pytest.mark.parametrize("command", ["run", pytest.param("bench", marks=pytest.mark.slow)])  # bench asks torch first
 def test_unknown_exchange_values(studio_home, command, args, words):
     assert_rejected(ddpstudio(command, *args), *words)
     assert_nothing_started(studio_home)
@@ -163,8 +165,14 @@ UNWORKABLE = [
 ]
 
 
-@pytest.mark.parametrize("args, words", UNWORKABLE, ids=[" ".join(a if isinstance(a, str) else "FILE" for a in args)
-                                                         for args, _ in UNWORKABLE])
+# Sizes of a model not in the warm cache: the CLI imports torchvision and probes the model (seconds).
+PROBED = {"alexnet", "inception_v3"}
+
+
+@pytest.mark.parametrize("args, words", [
+    pytest.param(args, words, marks=[pytest.mark.slow] if PROBED & set(map(str, args)) else [])
+    for args, words in UNWORKABLE], ids=[" ".join(a if isinstance(a, str) else "FILE" for a in args)
+                                         for args, _ in UNWORKABLE])
 def test_inputs_that_cannot_work_are_refused_before_anything_starts(studio_home, tmp_path, args, words):
     real = [a(tmp_path) if callable(a) else a for a in args]
     real = [str(tmp_path / "pg") if a == "STORE" else str(SCRIPTS / "env_style.py") if a == "SCRIPT" else a

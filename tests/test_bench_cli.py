@@ -17,7 +17,7 @@ from ddpstudio.core.bench.export import format_table
 def test_cli_bench_on_the_cpu_writes_table_csv_and_png(tmp_path, capsys):
     csv_path, png_path = tmp_path / "bench.csv", tmp_path / "bench.png"
     code = main(["bench", "--world-sizes", "1,2", "--steps", "6", "--warmup", "2", "--batch-size", "8",
-                 "--image-size", "32", "--json", "--csv", str(csv_path), "--png", str(png_path)])
+                 "--model", "mlp", "--image-size", "8", "--json", "--csv", str(csv_path), "--png", str(png_path)])
     out, err = capsys.readouterr()
     assert code == 0, err
     result = json.loads(out)

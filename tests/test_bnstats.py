@@ -53,6 +53,7 @@ def _rank(rank: int, world: int, store: str, out: str) -> None:
     dist.destroy_process_group()
 
 
+@pytest.mark.slow
 def test_two_ranks_end_with_the_average_of_their_recomputed_statistics(tmp_path):
     out = tmp_path / "stats.pt"
     code = "import sys; from tests.test_bnstats import _rank; _rank(int(sys.argv[1]), 2, *sys.argv[2:])"

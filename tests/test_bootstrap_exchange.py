@@ -7,6 +7,8 @@ import os
 import sys
 from pathlib import Path
 
+import pytest
+
 from ddpstudio.bootstrap import exchange
 from ddpstudio.core.exchange import probe
 from ddpstudio.core.platform import LINUX
@@ -15,6 +17,7 @@ from tests.test_exchange_probe import ONE_GPU, child
 PYTHON = Path(sys.executable)
 
 
+@pytest.mark.slow
 def test_the_real_probe_in_the_environment_is_recorded_and_cached_for_the_app():
     lines: list[str] = []
     data = exchange.record(PYTHON, LINUX, lines.append, env=None)

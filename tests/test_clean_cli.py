@@ -6,6 +6,8 @@ import io
 import json
 import os
 
+import pytest
+
 from ddpstudio.cli.clean import print_findings
 from ddpstudio.core.cleanup import hygiene
 from ddpstudio.core import paths
@@ -82,6 +84,7 @@ def test_dry_run_prints_what_would_be_done(procs, tmp_path):  # noqa: F811
     assert alive(rank) and os.path.exists(store)
 
 
+@pytest.mark.slow
 def test_corrupt_record_is_reported_and_skipped_by_clean_and_doctor(tmp_path):
     store = stale_file(tmp_path / "pg")
     record("ok", store=store, state="failed")

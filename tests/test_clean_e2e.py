@@ -29,8 +29,10 @@ from tests.studio import ddpstudio
 
 pytestmark = [pytest.mark.slow, pytest.mark.posix_only("kills ranks with SIGKILL")]
 
-# Long enough to be killed mid-training, small enough to start fast.
-TRAIN = ["--max-steps", "100000", "--epochs", "50", "--batch-size", "8", "--rendezvous-timeout", "20"]
+# The built-in perceptron (these tests are about leftovers, not the model): small enough to start fast,
+# and with this many epochs long enough to be killed mid-training.
+QUICK = ["--model", "mlp", "--batch-size", "8", "--image-size", "8", "--rendezvous-timeout", "20"]
+TRAIN = ["--max-steps", "100000", "--epochs", "100000", *QUICK]
 # A PyTorch-examples-style Gloo job in which one rank starts late, so the other reads the late rank's
 # address from the store first: from a stale file that is the killed run's address (pytorch #55967),
 # from a fresh one it waits for the real one. Simultaneous starts usually win that race and hide the
@@ -188,8 +190,7 @@ def test_prelaunch_check_cleans_our_leftover_so_the_same_command_just_works(stud
     run.sigkill()
     assert os.path.exists(store)
 
-    res = ddpstudio("run", "--max-steps", "2", "--batch-size", "8", "--rendezvous-timeout", "20",
-                    "--store-path", store, timeout=240)
+    res = ddpstudio("run", "--max-steps", "2", *QUICK, "--store-path", store, timeout=240)
     assert res.returncode == 0, res.stderr[-3000:] + res.stdout[-3000:]
     assert f"removed the leftover store file {store}" in res.stderr
     assert run.record.run_id in res.stderr and "run finished" in res.stdout

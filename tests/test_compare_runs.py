@@ -24,6 +24,8 @@ from ddpstudio.core.metrics.history import read_history
 from ddpstudio.core.process.proctable import create_time
 from ddpstudio.gui.dialogs import ScriptedDialogs
 
+# Every test reads the three real runs of the module fixture, or trains itself: the slow tier.
+pytestmark = pytest.mark.slow
 RUNS = ((1, 8), (2, 8), (2, 16))  # (world size, batch per rank)
 STEPS = 5
 
@@ -34,8 +36,8 @@ def three_runs(tmp_path_factory, warm_cache) -> tuple[str, list[str]]:
     home = seed_cache(tmp_path_factory.mktemp("compare-home"), warm_cache)
     env = {**os.environ, "DDPSTUDIO_HOME": str(home)}
     procs = [subprocess.Popen([sys.executable, "-m", "ddpstudio", "run", "--demo", "--json", "--world-size", str(ws),
-                               "--batch-size", str(batch), "--max-steps", str(STEPS), "--image-size", "32",
-                               "--rendezvous-timeout", "120"], env=env, stdout=subprocess.PIPE,
+                               "--model", "mlp", "--batch-size", str(batch), "--max-steps", str(STEPS),
+                               "--image-size", "8", "--rendezvous-timeout", "120"], env=env, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
              for ws, batch in RUNS]
     folders = []

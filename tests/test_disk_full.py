@@ -18,7 +18,7 @@ import pytest
 
 from ddpstudio.core import protocol
 from tests.conftest import killed_after, processes_of
-from tests.studio import TINY, ddpstudio, events, final
+from tests.studio import ENDLESS, TINY, ddpstudio, events, final
 
 BAD_INPUT = 2
 
@@ -79,6 +79,7 @@ def test_disk_full_at_start_is_one_message_and_no_run_folder(studio_home, small_
     assert not processes_of(studio_home)
 
 
+@pytest.mark.slow
 def test_read_only_data_folder_refuses_run_and_keeps_doctor_and_clean_working(studio_home, small_disk):
     small_disk(studio_home, read_only=True)
     res = ddpstudio("run", "--max-steps", "1", *TINY)
@@ -92,6 +93,7 @@ def test_read_only_data_folder_refuses_run_and_keeps_doctor_and_clean_working(st
     assert not processes_of(studio_home)
 
 
+@pytest.mark.slow
 def test_a_broken_registry_is_reported_and_skipped_by_run_doctor_and_clean(studio_home):
     (studio_home / "registry").write_text("not a folder")
     for args in (("doctor",), ("clean", "--dry-run")):
@@ -115,7 +117,7 @@ def test_a_broken_registry_is_reported_and_skipped_by_run_doctor_and_clean(studi
 @pytest.mark.slow
 def test_disk_filling_up_during_a_run_stops_it_as_failed(studio_home, small_disk):
     small_disk(studio_home, size="48m")
-    cli = subprocess.Popen([sys.executable, "-m", "ddpstudio", "run", "--json", "--max-steps", "100000", *TINY],
+    cli = subprocess.Popen([sys.executable, "-m", "ddpstudio", "run", "--json", *ENDLESS, *TINY],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
     lines: list[str] = []
     try:
@@ -149,9 +151,11 @@ def test_a_full_disk_while_saving_a_checkpoint_keeps_the_previous_one(studio_hom
     from tests.test_checkpoints import files_of, make_checkpoint
 
     ckpt = small_disk(tmp_path / "ckpt", size="120m")  # one resnet18 checkpoint (90 MB) fits, two do not
-    make_checkpoint(ckpt, step=2)
+    make_checkpoint(ckpt, model="resnet18", image_size=32, step=2)
     before = files_of(ckpt)
-    res = ddpstudio("run", "--json", "--resume", "--checkpoint-dir", str(ckpt), "--max-steps", "3", *TINY)
+    # resnet18, not TINY's perceptron: the test needs a checkpoint as big as the disk's free space allows once.
+    res = ddpstudio("run", "--json", "--resume", "--checkpoint-dir", str(ckpt), "--max-steps", "3", "--batch-size", "8",
+                    "--image-size", "32", "--rendezvous-timeout", "60")
     assert res.returncode == 1, res.stdout[-3000:] + res.stderr
     summary = final(events(res.stdout)).get("summary")
     assert f"could not save the checkpoint: the disk holding {ckpt} is full (" in summary, summary

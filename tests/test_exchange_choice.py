@@ -110,6 +110,7 @@ def test_ranks_get_the_mode_and_scripts_get_the_helper_first_on_their_path(tmp_p
     assert rank_env(recipe, 0, str(tmp_path), {})[EXCHANGE_ENV] == "native"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fake_gpus, mode, words", [(False, "native", "on the CPU"), (True, "native", "NCCL")])
 def test_doctor_shows_the_exchange_choice_with_its_reason(tmp_path, monkeypatch, fake_gpus, mode, words):
     import json

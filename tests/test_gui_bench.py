@@ -17,7 +17,7 @@ from tests.test_gui_window import assert_nothing_left, mnemonics, open_window  #
 
 pytestmark = pytest.mark.gui
 BENCH_TIMEOUT_MS = 180_000
-TINY = SetupState(batch_size=8, image_size=32)
+TINY = SetupState(model="mlp", batch_size=8, image_size=8)  # the built-in perceptron: about the benchmark, not a model
 
 
 def expected_scaling(rows):
@@ -27,6 +27,7 @@ def expected_scaling(rows):
     return {ws: (rate / rates[base], rate / rates[base] / (ws / base)) for ws, rate in rates.items()}
 
 
+@pytest.mark.slow
 def test_a_cpu_benchmark_shows_table_chart_and_verdict_then_exports(qtbot, open_window, studio_home, tmp_path):
     csv_path, png_path = tmp_path / "out" / "bench.csv", tmp_path / "out" / "bench"  # ".png" is added
     window = open_window(TINY)

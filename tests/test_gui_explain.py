@@ -45,6 +45,7 @@ def test_disabled_launch_names_the_field_in_its_tooltip_the_status_bar_and_on_f5
     assert window.launch_button.toolTip().startswith("Start training")
 
 
+@pytest.mark.slow
 def test_enter_in_the_form_launches(qtbot, open_window, studio_home):
     window = open_window(DEMO)
     qtbot.waitUntil(window.launch_action.isEnabled, timeout=RUN_TIMEOUT_MS)
@@ -190,8 +191,9 @@ def test_the_window_fits_a_1280x720_screen(qtbot, open_window):
 
 
 # -- a real run, told ------------------------------------------------------------------------
+@pytest.mark.slow
 def test_a_real_run_is_told_from_start_to_summary(qtbot, open_window, studio_home, tmp_path):
-    window = open_window(SetupState(batch_size=8, image_size=32, max_steps=4, eval_every=2,
+    window = open_window(SetupState(model="mlp", batch_size=8, image_size=8, max_steps=4, eval_every=2,
                                     checkpoint_dir=str(tmp_path / "ckpt")))
     seen = set()
     launch(qtbot, window)

@@ -32,7 +32,7 @@ def real_nodes(test):
     """Real host and join processes over the loopback adapter."""
     return pytest.mark.slow(pytest.mark.posix_only("the loopback adapter is named 'lo'")(test))
 
-TINY = SetupState(batch_size=8, image_size=32, max_steps=4)
+TINY = SetupState(model="mlp", batch_size=8, image_size=8, max_steps=4)
 LEFT = Qt.MouseButton.LeftButton
 
 
@@ -94,8 +94,8 @@ def test_join_dialog_checks_the_paste_is_refused_for_a_wrong_token_then_joins(qt
     assert not dialog.join_button.isEnabled() and dialog.message.text() == ""
     dialog.paste.setPlainText("hello")
     assert "not a DDP Studio join code" in dialog.message.text() and not dialog.join_button.isEnabled()
-    host = Node("host", "--nodes", "2", "--max-steps", "4", "--batch-size", "8", "--image-size", "32",
-                "--ranks-per-node", "1", "--ifname", "lo", "--join-timeout", "120")
+    host = Node("host", "--nodes", "2", "--max-steps", "4", "--model", "mlp", "--batch-size", "8", "--image-size",
+                "8", "--ranks-per-node", "1", "--ifname", "lo", "--join-timeout", "120")
     try:
         code_text = host.code()
         typo = "A" if code_text[20] != "A" else "B"

@@ -14,6 +14,7 @@ pytestmark = pytest.mark.gui
 SHORTAGE = "Unable to locate sufficient 2 gpus to run this example. Exiting."
 
 
+@pytest.mark.slow
 def test_not_a_distributed_script_shows_the_panel_with_the_ranks_last_lines(qtbot, open_window, studio_home):  # noqa: F811
     window = open_window(SetupState(workload="script-env", script_path=str(SCRIPTS / "gpu_shortage.py")))
     launch(qtbot, window)

@@ -15,6 +15,7 @@ REPORTING = SetupState(workload="script-args", script_path=str(SCRIPTS / "chatty
                        script_args="--report --steps 4")
 
 
+@pytest.mark.slow
 def test_report_step_drives_the_windows_progress_and_global_mean(qtbot, open_window, studio_home):  # noqa: F811
     window = open_window(REPORTING)
     form = window.form

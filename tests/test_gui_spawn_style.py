@@ -14,6 +14,7 @@ pytestmark = pytest.mark.gui
 TUTORIAL = str(SCRIPTS / "tutorial_spawn.py")
 
 
+@pytest.mark.slow
 def test_the_window_picks_spawn_style_says_why_and_plots_each_spawned_rank(qtbot, open_window, studio_home,
                                                                            monkeypatch):
     monkeypatch.setenv("TUTORIAL_PORT", str(find_free_port()))

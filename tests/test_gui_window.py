@@ -14,6 +14,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from dataclasses import replace
 
 import psutil
 import pytest
@@ -29,8 +30,9 @@ from ddpstudio.gui.mainwindow import MainWindow
 
 pytestmark = pytest.mark.gui
 RUN_TIMEOUT_MS = 120_000
-DEMO = SetupState(batch_size=8, image_size=32, max_steps=3)
-LONG = SetupState(batch_size=8, image_size=32, max_steps=0, epochs=1000)
+# The built-in perceptron on 8x8 images: these runs are about the window, not the recipe's model.
+DEMO = SetupState(model="mlp", batch_size=8, image_size=8, max_steps=3)
+LONG = SetupState(model="mlp", batch_size=8, image_size=8, max_steps=0, epochs=100_000)
 
 
 def no_nvml() -> FakeGpuSource:
@@ -199,6 +201,7 @@ def test_the_exception_hook_logs_everything_and_shows_one_dialog(qtbot, tmp_path
 
 
 # -- runs ------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_demo_run_plots_both_ranks_and_the_global_curve_then_reloads(qtbot, open_window, studio_home):
     window = open_window(DEMO)
     launch(qtbot, window)
@@ -227,6 +230,7 @@ def test_demo_run_plots_both_ranks_and_the_global_curve_then_reloads(qtbot, open
     qtbot.waitUntil(lambda: window.form.state() == DEMO, timeout=30_000)
 
 
+@pytest.mark.slow
 def test_stop_mid_run_ends_stopped_with_no_process_left(qtbot, open_window, studio_home):
     window = open_window(LONG)
     launch(qtbot, window)
@@ -246,6 +250,7 @@ def test_stop_mid_run_ends_stopped_with_no_process_left(qtbot, open_window, stud
     assert window.launch_button.isEnabled()
 
 
+@pytest.mark.slow
 def test_closing_the_window_mid_run_stops_it_and_leaves_nothing(qtbot, open_window, studio_home):
     dialogs = ScriptedDialogs(yes=True)
     window = open_window(LONG, dialogs=dialogs)
@@ -259,6 +264,7 @@ def test_closing_the_window_mid_run_stops_it_and_leaves_nothing(qtbot, open_wind
     assert_nothing_left(qtbot, studio_home)
 
 
+@pytest.mark.slow
 def test_a_crashing_script_shows_its_root_cause_and_hint(qtbot, open_window, tmp_path):
     script = write_script(tmp_path, "train.py", """
         import sys, time
@@ -281,6 +287,7 @@ def test_a_crashing_script_shows_its_root_cause_and_hint(qtbot, open_window, tmp
     assert "rank 0 starting" in window.log_view.shown_text()
 
 
+@pytest.mark.slow
 def test_a_leftover_on_a_fixed_store_path_is_removed_visibly_before_launch(qtbot, open_window, studio_home, tmp_path):
     store = tmp_path / "fixed.store"
     window = open_window()
@@ -327,6 +334,7 @@ def make_leftover(qtbot, window: MainWindow, tmp_path, store) -> None:
     kill_run(qtbot, window)
 
 
+@pytest.mark.slow
 def test_clean_up_lists_foreign_holders_apart_and_stops_them_only_when_ticked(
         qtbot, open_window, studio_home, tmp_path):
     store = tmp_path / "held.store"
@@ -378,11 +386,11 @@ def kill_run(qtbot, window: MainWindow) -> None:
                 pass
 
 
+@pytest.mark.slow
 @pytest.mark.posix_only("kills the run with os.killpg and SIGKILL")
 def test_clean_up_removes_a_real_stale_store_and_shows_the_result(qtbot, open_window, studio_home, tmp_path):
     store = tmp_path / "pg.store"
-    window = open_window(SetupState(batch_size=8, image_size=32, max_steps=0, epochs=1000, store="fixed",
-                                    store_path=str(store)))
+    window = open_window(replace(LONG, store="fixed", store_path=str(store)))
     launch(qtbot, window)
     wait_for_steps(qtbot, window, 1)  # the ranks have met in the store file
     kill_run(qtbot, window)

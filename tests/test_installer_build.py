@@ -54,12 +54,14 @@ def installer(tmp_path_factory) -> Path:
     return found[0]
 
 
+@pytest.mark.slow
 @needs_tools
 def test_installer_is_named_after_the_package_version(installer):
     assert installer.name == f"DDPStudio-Setup-{build.package_version()}.exe"
     assert 5e6 < installer.stat().st_size < 40e6  # uv.exe dominates; torch is never inside
 
 
+@pytest.mark.slow
 @needs_tools
 def test_installer_contents(installer, tmp_path):
     props = listing(installer)
@@ -90,6 +92,7 @@ def test_script_refuses_to_compile_without_the_build_defines(tmp_path):
     no_process_left()
 
 
+@pytest.mark.slow
 @needs_tools
 def test_x86_unicode_target_compiles(installer, tmp_path):
     """NSIS' Windows package has no amd64 stubs; the workflow builds with --target x86-unicode."""
@@ -181,6 +184,7 @@ def test_uninstallers_restart_manager_layout_is_the_apps():
         assert call in script, call
 
 
+@pytest.mark.slow
 @needs_tools
 @pytest.mark.parametrize("target", build.TARGETS)
 def test_both_targets_compile_the_restart_manager_path(installer, tmp_path, target):

@@ -11,7 +11,7 @@ import pytest
 
 from ddpstudio.core import protocol
 from tests.conftest import processes_of
-from tests.studio import TINY, sigint_at
+from tests.studio import ENDLESS, TINY, sigint_at
 
 pytestmark = [pytest.mark.slow, pytest.mark.posix_only("SIGINT to a child; Windows needs CTRL_C_EVENT and a shared console")]
 STOPPED = protocol.EXIT_CODES["stopped"]
@@ -19,7 +19,7 @@ STOPPED = protocol.EXIT_CODES["stopped"]
 
 def _cli(*extra: str) -> subprocess.Popen:
     """The CLI as a terminal starts it: SIGINT at its default, whatever pytest inherited."""
-    return subprocess.Popen([sys.executable, "-m", "ddpstudio", "run", "--max-steps", "100000", *TINY, *extra],
+    return subprocess.Popen([sys.executable, "-m", "ddpstudio", "run", *ENDLESS, *TINY, *extra],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL,
                             **sigint_at(signal.SIG_DFL))
 

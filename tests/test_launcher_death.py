@@ -18,14 +18,15 @@ from ddpstudio.core.cleanup import registry
 from ddpstudio.core.plan import RecipeSpec
 from ddpstudio.core.platform import current
 from ddpstudio.core.policy import Request, build_plan, write_plan
-from tests.conftest import processes_of
+from tests.conftest import killed_after, processes_of
 from tests.studio import ddpstudio, events, final, of_type
 from tests.test_clean_e2e import TRAIN, CliRun, _NoGpu, gone, run_processes, wait_for
 
 pytestmark = pytest.mark.slow
 
 # A parent (standing in for the launcher) that starts one child tied to it by one line only, prints the
-# child's pid and waits; the test SIGKILLs the parent.
+# child's pid and waits; the child says "up" on the same stdout once its line is in place; the test then
+# SIGKILLs the parent.
 PARENT = '''
 import os, subprocess, sys, time
 from ddpstudio.core.process.parentdeath import Lifeline, death_signal_setter
@@ -33,10 +34,11 @@ env, options = dict(os.environ), {}
 if sys.argv[1] == "lifeline":
     options = Lifeline().child_options(env)
     options.pop("preexec_fn", None)
-    code = "import time; from ddpstudio.rank.lifeline import watch_launcher; assert watch_launcher(); time.sleep(120)"
+    code = ("import time; from ddpstudio.rank.lifeline import watch_launcher; assert watch_launcher(); "
+            "print('up', flush=True); time.sleep(120)")
 else:
     options = {"preexec_fn": death_signal_setter()}
-    code = "import time; time.sleep(120)"
+    code = "import time; print('up', flush=True); time.sleep(120)"
 child = subprocess.Popen([sys.executable, "-c", code], env=env, start_new_session=True, **options)
 print(child.pid, flush=True)
 time.sleep(120)
@@ -48,8 +50,9 @@ time.sleep(120)
 def test_each_line_alone_kills_the_child_when_its_parent_is_sigkilled(studio_home, line):
     parent = subprocess.Popen([sys.executable, "-c", PARENT, line], stdout=subprocess.PIPE, text=True)
     try:
-        child = int(parent.stdout.readline())
-        time.sleep(0.5)  # let the child's interpreter start (the lifeline also works if it starts later)
+        with killed_after(parent, 60, "the parent, before its child was up"):
+            child = int(parent.stdout.readline())
+            assert parent.stdout.readline().strip() == "up"  # the child's interpreter runs, its line in place
         assert not gone(child), "the child runs while its parent lives"
         parent.kill()
         parent.wait(10)
@@ -161,7 +164,7 @@ def test_sigkill_of_the_launcher_while_ranks_still_start_takes_them_too(studio_h
 def test_a_crash_inside_the_launcher_loop_stops_the_ranks_and_ends_the_stream_once(studio_home, monkeypatch):
     from ddpstudio.core.launch.launcher import Launcher, run
 
-    plan = build_plan(Request(recipe=RecipeSpec(max_steps=100000, batch_size=8)), current(), _NoGpu())
+    plan = build_plan(Request(recipe=RecipeSpec(model="mlp", image_size=8, batch_size=8, max_steps=100000)), current(), _NoGpu())
     write_plan(plan)
     out = io.StringIO()
     launcher = Launcher(plan, out=out)

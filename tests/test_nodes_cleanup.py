@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from ddpstudio.core.cleanup import registry
 from ddpstudio.core.cleanup.registry import RankRecord
 from ddpstudio.core.process.proctable import create_time
@@ -14,6 +16,7 @@ from tests.test_hygiene import DEAD_PID, alive, procs  # noqa: F401  (procs is a
 HOST = "ws-a (192.168.1.20)"
 
 
+@pytest.mark.slow
 def test_an_orphaned_rank_of_a_joining_machine_is_found_and_stopped_like_a_local_one(procs):  # noqa: F811
     ranks = [procs(), procs()]
     registry.record_start("r-node1", run_dir="/runs/r-node1", launcher_pid=DEAD_PID, launcher_create_time=1.0,

@@ -109,6 +109,7 @@ def test_a_host_nobody_joins_gives_up_and_tells_late_nodes(host_store):
         handshake.join(connect("127.0.0.1", port, 10), "secret-token", facts(), "late (127.0.0.1)", 5)
 
 
+@pytest.mark.slow
 def test_an_unreachable_host_is_a_clear_error_within_the_timeout():
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -250,6 +251,7 @@ def test_a_node_the_host_cannot_connect_back_to_is_refused_as_a_firewall_problem
     host.join(20)
 
 
+@pytest.mark.slow
 def test_a_joining_node_asked_to_stop_gives_up_at_once():
     port = _free_port()  # nobody listens: connect keeps trying until stopped
     t0 = time.monotonic()

@@ -52,8 +52,9 @@ def two_machines():
 
 def test_two_namespaces_choose_the_veth_adapter_and_train_together(studio_home, two_machines):
     (host_ns, join_ns), (host_link, join_link) = two_machines
-    host = Node("host", "--nodes", "2", "--ranks-per-node", "1", "--max-steps", "10", "--batch-size", "8",
-                "--image-size", "32", "--join-timeout", "90", prefix=("ip", "netns", "exec", host_ns))
+    host = Node("host", "--nodes", "2", "--ranks-per-node", "1", "--max-steps", "10", "--model", "mlp",
+                "--batch-size", "8", "--image-size", "8", "--lr", "0.1", "--join-timeout", "90",
+                prefix=("ip", "netns", "exec", host_ns))
     join = None
     try:
         code = host.code()
@@ -68,7 +69,7 @@ def test_two_namespaces_choose_the_veth_adapter_and_train_together(studio_home, 
         assert [e.rank for e in host.of(protocol.RANK_STARTED)] == [0]
         assert [e.rank for e in join.of(protocol.RANK_STARTED)] == [1]
         losses = [e.get("loss") for e in host.of(protocol.GLOBAL_STEP)]
-        assert len(losses) == 10 and losses[-1] < losses[0], losses  # batch 8: the loss is noisy step to step (2.34, 2.41, 3.04, 2.62, ..., 1.95)
+        assert len(losses) == 10 and losses[-1] < losses[0], losses  # batch 8: the loss is noisy step to step, so first against last
     finally:
         for node in (host, join):
             if node is not None:

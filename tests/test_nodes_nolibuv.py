@@ -47,7 +47,7 @@ def _stores(log: Path) -> list[tuple[int, bool, bool]]:
 
 
 WORKLOADS = {
-    "recipe": ["--batch-size", "8", "--image-size", "32", "--max-steps", "3"],
+    "recipe": ["--model", "mlp", "--batch-size", "8", "--image-size", "8", "--max-steps", "3"],
     "env-style script": ["--script", str(SCRIPTS / "ddp_env_style.py"), "--script-style", "env", "--", "3"],
 }
 
@@ -73,6 +73,7 @@ def test_host_and_join_meet_through_stores_that_never_ask_for_libuv(studio_home,
     assert "use_libuv was requested" not in host.stderr + join.stderr
 
 
+@pytest.mark.slow
 def test_a_store_error_that_is_not_the_network_is_said_at_once_without_a_firewall_hint(studio_home):
     # The stand-in refuses every store with a DistStoreError: no connection is ever tried, so retrying until the
     # join timeout and then blaming a firewall (as before issue 19) would only hide it.

@@ -22,7 +22,10 @@ from ddpstudio.core.nodes.facts import FACTS_OVERRIDE_ENV
 pytestmark = [pytest.mark.slow,
               pytest.mark.posix_only("the loopback adapter is named 'lo', and the tests signal with SIGKILL/SIGINT")]
 
-TRAIN = ["--batch-size", "8", "--image-size", "32", "--ranks-per-node", "1", "--ifname", "lo"]
+# The built-in perceptron (these tests are about the nodes, not the model); at lr 0.1 its loss falls within 4 steps.
+TRAIN = ["--model", "mlp", "--batch-size", "8", "--image-size", "8", "--lr", "0.1", "--ranks-per-node", "1",
+         "--ifname", "lo"]
+UNTIL_KILLED = ["--max-steps", "5000", "--epochs", "1000"]  # the perceptron's epoch is 256 steps of a second or two
 
 
 class Node:
@@ -185,7 +188,7 @@ def test_wrong_token_and_other_versions_are_refused_before_any_rank_starts(studi
 
 
 def test_sigkill_of_the_joining_launcher_stops_the_host_within_30_s_naming_the_node(studio_home, nodes):
-    host = nodes("host", "--nodes", "2", "--max-steps", "5000", "--join-timeout", "60", *TRAIN)
+    host = nodes("host", "--nodes", "2", *UNTIL_KILLED, "--join-timeout", "60", *TRAIN)
     join = nodes("join", host.code(), "--join-timeout", "60")
     host.wait_for("training on both nodes", lambda: len(host.of(protocol.GLOBAL_STEP)) >= 2, 180)
     [started] = join.wait_for("the joining node's run", lambda: join.of(protocol.RUN_STARTED), 30)
@@ -210,7 +213,7 @@ def test_sigkill_of_the_joining_launcher_stops_the_host_within_30_s_naming_the_n
 
 
 def test_sigkill_of_the_host_launcher_stops_the_joining_node_naming_the_host(studio_home, nodes):
-    host = nodes("host", "--nodes", "2", "--max-steps", "5000", "--join-timeout", "60", *TRAIN)
+    host = nodes("host", "--nodes", "2", *UNTIL_KILLED, "--join-timeout", "60", *TRAIN)
     join = nodes("join", host.code(), "--join-timeout", "60")
     host.wait_for("training on both nodes", lambda: len(host.of(protocol.GLOBAL_STEP)) >= 2, 180)
     [started] = host.of(protocol.RUN_STARTED)
@@ -234,7 +237,7 @@ def test_a_joining_machine_killed_outright_leaves_nothing_stale_and_its_record_n
     machine_b = Path(studio_home) / "machine-b"
     machine_b.mkdir()
     on_b = {"DDPSTUDIO_HOME": str(machine_b)}
-    host = nodes("host", "--nodes", "2", "--max-steps", "5000", "--join-timeout", "60", *TRAIN)
+    host = nodes("host", "--nodes", "2", *UNTIL_KILLED, "--join-timeout", "60", *TRAIN)
     code = host.code()
     join = nodes("join", code, "--join-timeout", "60", env=on_b)
     host.wait_for("training on both nodes", lambda: len(host.of(protocol.GLOBAL_STEP)) >= 2, 180)

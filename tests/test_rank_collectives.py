@@ -16,6 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 
 import ddpstudio.rank
@@ -122,6 +123,7 @@ def _run_both_ranks(tmp_path: Path, exchange: str) -> dict:
     return json.loads(out.read_text())
 
 
+@pytest.mark.slow
 def test_staged_exchange_never_hands_gloo_a_cuda_tensor_in_evaluation_or_the_loss_mean(tmp_path):
     staged = _run_both_ranks(tmp_path, "staged")
     assert staged["devices"] == ["cpu", "cpu"], staged  # the evaluation's totals, then the loss mean

@@ -39,6 +39,7 @@ CHECK = ("import torch, torch.distributed as dist, torch.distributed.distributed
          "c10d.all_reduce is dist.all_reduce, c10d.init_process_group is dist.init_process_group)")
 
 
+@pytest.mark.slow
 def test_staged_wraps_all_reduce_and_native_only_the_reports():
     staged = python(CHECK, **{EXCHANGE_ENV: "staged"})
     assert staged.returncode == 0, staged.stderr
@@ -67,6 +68,7 @@ print("ok")
 """
 
 
+@pytest.mark.slow
 def test_staged_all_reduce_sync_async_and_future_in_a_real_gloo_group(tmp_path):
     url = (tmp_path / "store").as_uri()
     procs = [subprocess.Popen([sys.executable, "-c", RANK, str(r), url], stdout=subprocess.PIPE,
@@ -113,6 +115,7 @@ END[0] = time.monotonic()
 """
 
 
+@pytest.mark.slow
 def test_a_gloo_rank_lets_its_worker_threads_finish_before_the_interpreter_shuts_down(tmp_path):
     """rank/gloo_exit.py: a rank that used Gloo waits SETTLE_S in an exit hook (registered when it joined, so
     before the script's earlier hooks and before finalization) instead of aborting when a Gloo worker frees

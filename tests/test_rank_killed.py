@@ -11,13 +11,13 @@ import pytest
 
 from ddpstudio.core import protocol
 from tests.conftest import processes_of
-from tests.studio import TINY, events, final, of_type
+from tests.studio import ENDLESS, TINY, events, final, of_type
 
-pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")]
 
 
 def test_a_rank_killed_by_sigkill_is_named_in_the_root_cause(studio_home):
-    cli = subprocess.Popen([sys.executable, "-m", "ddpstudio", "run", "--json", "--max-steps", "100000", *TINY],
+    cli = subprocess.Popen([sys.executable, "-m", "ddpstudio", "run", "--json", *ENDLESS, *TINY],
                            stdout=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
     seen: list[str] = []
     try:

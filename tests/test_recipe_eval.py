@@ -91,6 +91,7 @@ def _eval_rank(rank: int, world: int, store: str, out: str) -> None:
     dist.destroy_process_group()
 
 
+@pytest.mark.slow
 def test_eval_over_two_real_ranks_counts_every_sample_once(tmp_path):
     """13 samples over 2 ranks: DistributedSampler pads to 14; the padded one must not count."""
     import subprocess

@@ -14,13 +14,15 @@ import pytest
 from ddpstudio.core import protocol
 from ddpstudio.core.launch.rundir import RunDir
 from tests.conftest import processes_of, seed_cache
-from tests.studio import SCRIPTS, TINY, ddpstudio, events, final, of_type
+from tests.studio import ENDLESS, SCRIPTS, TINY, ddpstudio, events, final, of_type
 
 pytestmark = pytest.mark.slow
 
 
 def test_filestore_run_trains_both_ranks_and_loss_falls(studio_home):
-    res = ddpstudio("run", "--json", "--max-steps", "30", "--batch-size", "16", "--lr", "0.02")
+    # The built-in perceptron: the recipe's resnet18 default is trained by the demo's test (test_recipe_eval.py).
+    res = ddpstudio("run", "--json", "--model", "mlp", "--image-size", "8", "--max-steps", "30", "--batch-size", "16",
+                    "--lr", "0.02")
     assert res.returncode == 0, res.stderr + res.stdout[-3000:]
     evs = events(res.stdout)
     started = of_type(evs, protocol.RUN_STARTED)[0]
@@ -125,7 +127,7 @@ def test_a_crashing_rank_stops_the_other_and_is_the_root_cause(studio_home):
 
 @pytest.mark.posix_only("SIGINT to a child; Windows needs CTRL_C_EVENT and a shared console")
 def test_ctrl_c_stops_the_run_and_leaves_nothing(studio_home):
-    cli = subprocess.Popen([sys.executable, "-m", "ddpstudio", "run", "--json", "--max-steps", "100000", *TINY],
+    cli = subprocess.Popen([sys.executable, "-m", "ddpstudio", "run", "--json", *ENDLESS, *TINY],
                            stdout=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
     try:
         for line in cli.stdout:  # wait until training really runs
@@ -150,7 +152,8 @@ def test_a_stop_file_stops_the_launcher(studio_home):
     from ddpstudio.core.platform import current
     from ddpstudio.core.policy import Request, build_plan, write_plan
 
-    plan = build_plan(Request(recipe=RecipeSpec(max_steps=100000, batch_size=8)), current(), detect_inventory())
+    plan = build_plan(Request(recipe=RecipeSpec(model="mlp", image_size=8, batch_size=8, max_steps=100000,
+                                                epochs=100000)), current(), detect_inventory())
     path = write_plan(plan)
     launcher = subprocess.Popen([sys.executable, "-m", "ddpstudio.core.launch.launcher", str(path)],
                                 stdout=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)

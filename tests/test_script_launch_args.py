@@ -66,6 +66,7 @@ def test_one_gpu_per_rank_takes_the_rank_th_of_the_gpus_the_launcher_may_use():
     assert "CUDA_VISIBLE_DEVICES" not in rank_env(plan_for(), 1, "/tmp/events", base={})
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("argv, words", [
     (["--one-gpu-per-rank"], ["one GPU per rank", "on the CPU", "--one-gpu-per-rank"]),
     (["--dist-args", DEVICE_TEMPLATE], ["uses {gpu}", "on the CPU", "remove {gpu}"]),

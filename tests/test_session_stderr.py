@@ -60,7 +60,7 @@ def front_end_without_stderr(plan_path: Path, module: str) -> dict:
 
 
 def plan_file(tmp_path: Path, **changes) -> Path:
-    plan = build_plan(Request(recipe=RecipeSpec(max_steps=100000, batch_size=8, image_size=32)), current(), _NoGpu())
+    plan = build_plan(Request(recipe=RecipeSpec(model="mlp", image_size=8, batch_size=8, max_steps=100000)), current(), _NoGpu())
     for key, value in changes.items():
         setattr(plan, key, value)
     return plan.write(tmp_path / "plan.json")

@@ -66,6 +66,7 @@ def printed_losses(lines: list[str]) -> list[float]:
 
 
 # -- the tutorial's structure: mp.spawn, the port set inside the script ------------------------
+@pytest.mark.slow
 def test_the_tutorial_script_is_started_once_and_runs_in_spawn_style_by_itself(tutorial):
     res, evs = tutorial
     assert res.returncode == 0, res.stderr + res.stdout[-3000:]
@@ -78,6 +79,7 @@ def test_the_tutorial_script_is_started_once_and_runs_in_spawn_style_by_itself(t
     assert final(evs).get("state") == "finished" and final(evs).get("world_size") == 2
 
 
+@pytest.mark.slow  # reads the module's real tutorial run
 def test_every_spawned_child_is_a_rank_with_its_world_size_pid_and_exit(tutorial):
     _, evs = tutorial
     joined = of_type(evs, protocol.RANK_JOINED)
@@ -91,6 +93,7 @@ def test_every_spawned_child_is_a_rank_with_its_world_size_pid_and_exit(tutorial
     assert exits == {0: (0, pids[0]), 1: (0, pids[1])}
 
 
+@pytest.mark.slow  # reads the module's real tutorial run
 def test_each_childs_output_and_losses_are_its_own_ranks(tutorial):
     _, evs = tutorial
     for rank in (0, 1):
@@ -105,6 +108,7 @@ def test_each_childs_output_and_losses_are_its_own_ranks(tutorial):
     assert first[1] > 3 * first[0]  # rank 1 trains towards a target twice as far: one curve each, not merged
 
 
+@pytest.mark.slow  # reads the module's real tutorial run
 def test_the_ranks_steps_give_the_global_mean_once_the_ranks_say_how_many_they_are(tutorial):
     """Spawn style too: the run's curve is the mean over the spawned ranks by step (the world size comes
     from their rank_joined, not from the plan)."""
@@ -119,6 +123,7 @@ def test_the_ranks_steps_give_the_global_mean_once_the_ranks_say_how_many_they_a
 
 
 # -- the ImageNet example's structure: --multiprocessing-distributed --------------------------
+@pytest.mark.slow
 def test_the_blog_script_spawns_its_ranks_with_ranks_from_node_rank_and_gpu(blog):
     res, evs = blog
     assert res.returncode == 0, res.stderr + res.stdout[-3000:]
@@ -140,6 +145,7 @@ def test_the_blog_script_spawns_its_ranks_with_ranks_from_node_rank_and_gpu(blog
 
 
 # -- stop, and a busy hard-coded port ---------------------------------------------------------
+@pytest.mark.slow
 def test_a_stop_mid_run_ends_the_script_and_every_rank_it_spawned(studio_home):
     env = dict(os.environ, TUTORIAL_PORT=str(find_free_port()), TUTORIAL_STEPS="100000", TUTORIAL_PAUSE_S="0.2")
     cli = subprocess.Popen([sys.executable, "-m", "ddpstudio", "run", "--json", "--script", TUTORIAL],
@@ -180,6 +186,7 @@ def test_a_stop_mid_run_ends_the_script_and_every_rank_it_spawned(studio_home):
     assert read_history(run_dir).keys(CPU_PCT) == [0, 1]
 
 
+@pytest.mark.slow
 def test_a_busy_hard_coded_port_is_named_with_the_process_that_holds_it(studio_home):
     holder = socket.socket()
     if sys.platform == "win32":  # else Windows lets the store bind beside it (see core/rendezvous/ports.py)
@@ -304,6 +311,7 @@ def test_the_windows_command_line_says_the_style_the_cli_would_not_guess():
     assert run_arguments(plain) == ["--script", str(SCRIPTS / "args_style.py")]
 
 
+@pytest.mark.slow
 def test_a_spawned_process_that_fails_unnoticed_still_fails_the_run(studio_home):
     res = ddpstudio("run", "--json", "--script", str(SCRIPTS / "spawn_child_fails.py"), "--script-style", "spawn",
                     "--dist-args", "")

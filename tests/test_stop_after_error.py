@@ -35,6 +35,7 @@ class StopOnError(io.StringIO):
         return super().write(text)
 
 
+@pytest.mark.slow
 @pytest.mark.posix_only("the POSIX tree stands in for the Job Object")
 @pytest.mark.parametrize("platform", [LINUX, WINDOWS], ids=["linux", "windows"])
 def test_an_error_reported_just_before_stop_is_the_root_cause(studio_home, monkeypatch, platform):

@@ -19,7 +19,7 @@ from ddpstudio.core.platform import WINDOWS
 from ddpstudio.core.process.proctree import STOP_CHANNEL_ENV, WindowsTree
 from ddpstudio.core.protocol import STOP_FILE_ENV
 from tests.conftest import processes_of
-from tests.studio import SCRIPTS, TINY, events, final, of_type, sigint_at
+from tests.studio import ENDLESS, SCRIPTS, TINY, events, final, of_type, sigint_at
 
 # A stand-in rank: watches the stop file, then trains "forever"; says how it ended.
 RANK = """
@@ -144,7 +144,7 @@ def stopped_through_the_file(workload: list[str], sigint=signal.SIG_DFL):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("workload", [
-    ["--max-steps", "100000", *TINY],  # the built-in recipe watches the file itself
+    [*ENDLESS, *TINY],  # the built-in recipe watches the file itself
     ["--script", str(SCRIPTS / "env_style.py"), "--script-style", "env", "--", "100000"],  # through the rank helper
 ], ids=["recipe", "user script"])
 @pytest.mark.posix_only("SIGINT to a child; Windows needs CTRL_C_EVENT and a shared console")
@@ -165,7 +165,7 @@ def test_a_real_run_stops_through_the_file_channel(studio_home, workload):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("workload", [
-    ["--max-steps", "100000", *TINY],
+    [*ENDLESS, *TINY],
     ["--script", str(SCRIPTS / "env_style.py"), "--script-style", "env", "--", "100000"],
 ], ids=["recipe", "user script"])
 @pytest.mark.posix_only("SIGINT's inherited 'ignore' is a POSIX disposition")

@@ -64,6 +64,7 @@ def test_the_report_and_the_dialog_name_stopped_and_killed_apart(procs, qtbot): 
     qtbot.waitUntil(lambda: not workers.busy, timeout=10_000)  # the dialog's first scan, if it started one
 
 
+@pytest.mark.slow
 def test_ddpstudio_clean_prints_stopped_and_killed(procs):  # noqa: F811
     polite, stubborn = procs(READY_SLEEP, wait_ready=True), procs(IGNORES_TERM, wait_ready=True)
     record("dead", ranks=[polite, stubborn])

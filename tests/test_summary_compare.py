@@ -14,13 +14,14 @@ from ddpstudio.core import protocol
 from ddpstudio.core.metrics.catalog import list_entries, previous_of
 from tests.test_gui_window import DEMO, RUN_TIMEOUT_MS, assert_nothing_left, launch, open_window  # noqa: F401
 
-pytestmark = pytest.mark.gui
+pytestmark = [pytest.mark.gui, pytest.mark.slow]
 
 
 def cli_demo_run(world_size: int) -> str:
     """A finished demo run through the real CLI (the home is the test's); returns its folder."""
     done = subprocess.run([sys.executable, "-m", "ddpstudio", "run", "--demo", "--json", "--world-size",
-                           str(world_size), "--batch-size", "8", "--max-steps", "2", "--image-size", "32"],
+                           str(world_size), "--model", "mlp", "--batch-size", "8", "--max-steps", "2",
+                           "--image-size", "8"],
                           capture_output=True, text=True, timeout=RUN_TIMEOUT_MS / 1000, env=os.environ.copy())
     assert done.returncode == 0, done.stderr[-2000:]
     parser = protocol.EventParser()

@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import os
 
+import pytest
+
 from tests.conftest import processes_of
 from tests.studio import ddpstudio
 
@@ -30,6 +32,7 @@ def test_the_warm_cache_holds_the_model_list_and_resnet18s_verdict(warm_cache):
     assert sizes == {"resnet18:32": ""}  # resnet18 takes 32x32 images (adaptive pooling)
 
 
+@pytest.mark.slow
 def test_a_cold_home_computes_the_same_cache_on_the_first_run(tmp_path, warm_cache):
     cold = tmp_path / "cold-home"
     cold.mkdir()

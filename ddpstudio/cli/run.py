@@ -155,7 +155,7 @@ def fail(message: str) -> int:
 
 def plan_or_exit(args: argparse.Namespace, platform):
     """The request checked and planned: a Plan, or the exit status after one error line per problem."""
-    from ddpstudio.core.gpu import detect_inventory
+    from ddpstudio.core.gpu.cudadriver import planning_machine
     from ddpstudio.core.policy import PolicyError, build_plan
     from ddpstudio.core.validate import check_request
 
@@ -166,7 +166,7 @@ def plan_or_exit(args: argparse.Namespace, platform):
             print(f"ddpstudio: error: {problem.message}", file=sys.stderr)
         return EXIT_BAD_INPUT
     try:
-        return build_plan(request, platform, detect_inventory())
+        return build_plan(request, platform, planning_machine())  # torch only where a GPU can be
     except (PolicyError, ValueError) as exc:
         return fail(str(exc))
 

@@ -19,6 +19,8 @@ CHECKPOINT_NAME = "checkpoint.pt"
 MODEL_NAME = "model.pt"  # the final weights for prediction, beside the checkpoint
 LR_SCHEDULES = ("constant", "step", "cosine")
 CIFAR_FOLDER = "cifar-10-batches-py"
+# The recipe's one model of its own (rank/models.py): a two-layer perceptron that needs no torchvision.
+MLP_MODEL = "mlp"
 
 
 def cifar_root(data_dir: str) -> Path:

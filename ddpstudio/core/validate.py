@@ -13,7 +13,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from ddpstudio.core.plan import RecipeSpec, ScriptSpec
+from ddpstudio.core.plan import MLP_MODEL, RecipeSpec, ScriptSpec
 
 DATA_SOURCES = ("synthetic", "folder", "cifar10")
 IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp"}
@@ -83,12 +83,13 @@ def classification_models() -> list[str]:
 
 def check_recipe(spec: RecipeSpec) -> list[Problem]:
     problems: list[Problem] = []
-    if spec.model not in classification_models():
+    if spec.model != MLP_MODEL and spec.model not in classification_models():
         problems.append(Problem("model", f"unknown model {spec.model!r}: use a torchvision classification model "
-                                         "such as resnet18, resnet50 or mobilenet_v3_small"))
+                                         f"such as resnet18, resnet50 or mobilenet_v3_small (or {MLP_MODEL}, "
+                                         "the built-in two-layer perceptron)"))
     elif spec.image_size < 1:
         problems.append(Problem("image_size", f"the image size must be at least 1 pixel (got {spec.image_size})"))
-    else:
+    elif spec.model != MLP_MODEL:  # the perceptron takes any size: nothing to probe, no torchvision
         from ddpstudio.core.imagesize import image_size_problem
 
         why = image_size_problem(spec.model, spec.image_size)

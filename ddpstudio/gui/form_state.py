@@ -19,7 +19,8 @@ WORKLOADS = ("recipe", "script-args", "script-env", "script-spawn")
 STYLE_WORKLOADS = {"args": "script-args", "env": "script-env", "spawn": "script-spawn"}
 STORES = ("fresh", "fixed", "tcp")
 COMMON_MODELS = ("resnet18", "resnet34", "resnet50", "mobilenet_v3_small", "mobilenet_v3_large",
-                 "efficientnet_b0", "convnext_tiny", "vit_b_16")
+                 "efficientnet_b0", "convnext_tiny", "vit_b_16",
+                 "mlp")  # the built-in perceptron (rank/models.py): a run that checks the machine in seconds
 
 
 @dataclass

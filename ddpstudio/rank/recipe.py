@@ -52,7 +52,6 @@ class Trainer:
     def setup(self) -> None:
         import torch
         import torch.distributed as dist
-        import torchvision
         from torch.nn.parallel import DistributedDataParallel as DDP
         from torch.utils.data import DataLoader, DistributedSampler
 
@@ -62,6 +61,7 @@ class Trainer:
         from ddpstudio.rank.data import SyntheticImages, SyntheticIndices
         from ddpstudio.rank.evaluate import make_loader
         from ddpstudio.rank.hoststore import with_host_store
+        from ddpstudio.rank.models import build_model
         from ddpstudio.rank.reporting import Reporter
         from ddpstudio.rank.splits import build_splits
 
@@ -105,7 +105,7 @@ class Trainer:
             raise ValueError(
                 f"{len(dataset)} samples are too few for {self.world_size} ranks x batch {spec.batch_size}; "
                 "lower the batch size or add data")
-        model = torchvision.models.get_model(spec.model, weights=None, num_classes=classes).to(self.device)
+        model = build_model(spec.model, classes, spec.image_size).to(self.device)
         self.precision = precision.for_model(model, self.device.type, spec.amp)
         if self.precision.channels_last:
             model = model.to(memory_format=torch.channels_last)
