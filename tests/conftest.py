@@ -15,7 +15,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests import machine
+from tests import machine, parallel
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 REPO = Path(__file__).resolve().parents[1]
@@ -66,13 +66,25 @@ def processes_of(home: Path) -> list[psutil.Process]:
 
 
 def pytest_collection_modifyitems(config, items) -> None:
-    """``@pytest.mark.posix_only("why")`` tests skip on Windows with that reason."""
+    """``@pytest.mark.posix_only("why")`` tests skip on Windows with that reason. On a worker of ``-n``,
+    the heaviest files come first (tests/parallel.py)."""
+    if hasattr(config, "workerinput"):
+        parallel.heaviest_first(items)
     if sys.platform != "win32":
         return
     for item in items:
         mark = item.get_closest_marker("posix_only")
         if mark is not None:
             item.add_marker(pytest.mark.skip(reason=f"POSIX only: {mark.args[0] if mark.args else 'see the test'}"))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """``-n N``: whole files per worker, heaviest first (tests/parallel.py); an explicit ``--dist`` other
+    than load, loadfile or loadscope is kept."""
+    if config.getoption("dist") in ("load", "loadfile", "loadscope"):
+        return parallel.scheduler(config, log)
+    return None
 
 
 def pytest_runtestloop(session) -> None:
@@ -95,6 +107,11 @@ WARM_CACHE_CODE = ("from ddpstudio.core.validate import classification_models; "
                    "classification_models(); image_size_problem('resnet18', 32)")
 
 
+def is_controller(config) -> bool:
+    """The process that hands tests to ``-n`` workers and runs none itself."""
+    return not hasattr(config, "workerinput") and bool(getattr(config.option, "numprocesses", None))
+
+
 _warming: tuple[subprocess.Popen, Path] | None = None  # the warm cache's child, started with the session
 
 
@@ -102,6 +119,8 @@ def pytest_sessionstart(session) -> None:
     """Start computing the warm cache before collection: the two overlap (about 6 s and 10 s on an idle
     2-core machine), rather than the first test waiting for both in turn."""
     global _warming
+    if is_controller(session.config):
+        return  # the workers run the tests and compute their own
     home = Path(tempfile.mkdtemp(prefix="ddpstudio-warm-cache-"))
     proc = subprocess.Popen([PYTHON, "-c", WARM_CACHE_CODE], env={**os.environ, "DDPSTUDIO_HOME": str(home)},
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)

@@ -12,6 +12,7 @@ from tests.studio import ddpstudio
 from tests.test_exchange_probe import ONE_GPU, child
 
 
+@pytest.mark.slow
 @pytest.mark.real_gpus
 def test_doctor_json_probes_once_then_reads_the_cache():
     """What the probe finds on this machine: "native" on a GPU (Linux), "not applicable" without one."""
@@ -28,6 +29,7 @@ def test_doctor_json_probes_once_then_reads_the_cache():
     assert again["from_cache"] is True and again["t"] == fact["t"]
 
 
+@pytest.mark.slow
 def test_doctor_probe_runs_again_and_says_a_crash_in_plain_words(monkeypatch):
     monkeypatch.setenv(probe.CHILD_ENV, json.dumps(child(ONE_GPU + "import ctypes; ctypes.string_at(0)\n")))
     res = ddpstudio("doctor", "--probe", timeout=180)

@@ -31,6 +31,7 @@ def run(body: str, timeout_s: float = 60.0):
     return probe.run(child(body), timeout_s=timeout_s, platform=LINUX)
 
 
+@pytest.mark.slow
 @pytest.mark.real_gpus
 def test_the_real_probe_answers_for_this_machine_quickly_and_caches_it(studio_home):
     """Every GPU torch sees all-reduces correctly through Gloo (Linux builds of Gloo take CUDA tensors);
@@ -166,6 +167,7 @@ def test_reading_the_cache_imports_no_torch(call):
     assert out.stdout.strip() == ""
 
 
+@pytest.mark.slow
 def test_the_real_child_runs_its_gloo_group_and_all_reduce_on_the_cpu_device_seam(monkeypatch):
     """probe_child's own code past the CUDA check (FileStore, one-rank Gloo group, all-reduce, comparison),
     on a CPU tensor: the one stand-in is the device."""

@@ -91,6 +91,7 @@ def test_set_source_is_what_get_source_and_detect_inventory_use():
     assert isinstance(get_source(), NvmlSource)
 
 
+@pytest.mark.slow
 def test_env_var_seam_shows_fake_gpus_to_a_subprocess(tmp_path, monkeypatch):
     path = tmp_path / "gpus.json"
     path.write_text(json.dumps(TWO_GPUS), encoding="utf-8")
@@ -118,6 +119,7 @@ def test_env_var_seam_in_process_and_a_bad_file(tmp_path, monkeypatch):
             get_source()
 
 
+@pytest.mark.slow
 def test_cpu_only_torch_on_a_gpu_machine_is_cpu_mode_with_a_note(tmp_path, monkeypatch):
     """The driver sees a GPU (the seam) and torch sees none: CUDA_VISIBLE_DEVICES="" hides every device
     from torch in a fresh process, on a GPU machine as here (it must be set before CUDA starts)."""

@@ -65,6 +65,7 @@ def _run(*extra: str):
     return res, events(res.stdout)
 
 
+@pytest.mark.slow
 def test_a_script_that_asks_for_nccl_trains_over_gloo_and_says_so_once(studio_home):
     res, evs = _run("--grad-exchange", "staged")
     assert res.returncode == 0, res.stderr[-3000:] + res.stdout[-3000:]
@@ -88,6 +89,7 @@ def test_a_script_that_asks_for_nccl_trains_over_gloo_and_says_so_once(studio_ho
     assert not processes_of(studio_home)
 
 
+@pytest.mark.slow
 def test_without_the_rank_helper_the_script_fails_as_alone_with_the_hint_that_names_the_fix(studio_home):
     from ddpstudio.gui.hints import hints_for
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 from ddpstudio.core import protocol
 from tests.conftest import processes_of
 from tests.studio import SCRIPTS, ddpstudio, events, final, of_type
@@ -16,6 +18,7 @@ from tests.studio import SCRIPTS, ddpstudio, events, final, of_type
 SHORTAGE = "Unable to locate sufficient 2 gpus to run this example. Exiting."
 
 
+@pytest.mark.slow
 def test_a_wrapper_that_gives_up_before_importing_torch_is_not_a_distributed_script(studio_home):
     res = ddpstudio("run", "--json", "--script", str(SCRIPTS / "gpu_shortage_no_torch.py"), "--script-style", "env",
                     "--world-size", "2", "--rendezvous-timeout", "60", timeout=120,

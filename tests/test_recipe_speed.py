@@ -164,6 +164,7 @@ def _report_rank(rank: int, store: str, events_dir: str) -> None:
     dist.destroy_process_group()
 
 
+@pytest.mark.slow
 def test_a_nan_on_one_rank_stops_both_at_the_same_report_point(tmp_path):
     code = ("import sys; from tests.test_recipe_speed import _report_rank; "
             "_report_rank(int(sys.argv[1]), sys.argv[2], sys.argv[3])")

@@ -201,6 +201,7 @@ def test_the_window_keeps_one_process_per_rank_and_says_why(qtbot):
 
 
 # -- a real run ----------------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_the_imagenet_structure_runs_two_ranks_in_args_style_through_the_cli(studio_home):
     res = ddpstudio("run", "--json", "--script", str(IMAGENET), "--world-size", "2", "--rendezvous-timeout", "60",
                     "--", "DATA", "--arch", "resnet50", "--steps", "4")
