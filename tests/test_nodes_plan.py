@@ -6,8 +6,9 @@ from __future__ import annotations
 from ddpstudio.core.launch.commands import rank_env
 from ddpstudio.core.nodes.adapter import AdapterChoice
 from ddpstudio.core.nodes.nodeplan import (NodeRole, NodeSpec, host_plan, join_stub_plan, joined_plan,
-                                           shared_part)
-from ddpstudio.core.plan import Plan, RecipeSpec
+                                           shared_part, with_local_script)
+from ddpstudio.core.plan import Plan, RecipeSpec, ScriptSpec
+from ddpstudio.core.protocol import NO_NCCL_ENV, NO_NCCL_WINDOWS
 from ddpstudio.core.platform import LINUX, WINDOWS
 
 LAN = AdapterChoice("eth0", "192.168.1.20", "eth0 (192.168.1.20): the only LAN adapter")
@@ -45,6 +46,19 @@ def test_a_joining_node_runs_the_hosts_workload_with_its_own_machine_fields():
     assert plan.recipe == host.recipe and plan.world_size == 4 and list(plan.local_ranks()) == [2, 3]
     assert plan.env["GLOO_SOCKET_IFNAME"] == "wlan0" and plan.env["TORCHELASTIC_USE_AGENT_STORE"] == "True"
     assert plan.reasons[0] == "joined the host's run r1 as node 1 of 2" and "wlan0" in plan.reasons[1]
+
+
+def test_a_windows_node_joining_a_script_run_tells_its_ranks_there_is_no_nccl_whatever_the_host_is():
+    """As on a single Windows machine (core/policy.py): the script's init_process_group("nccl") gets Gloo
+    with the Windows wording (rank/ncclswap.py), also when the host is a Linux machine."""
+    host = host_plan(single(recipe=None, script=ScriptSpec(path="/home/ana/train.py", style="env")), 2, 1, LAN,
+                     29400, LINUX)
+    me = AdapterChoice("Ethernet", "192.168.1.31", "Ethernet (192.168.1.31): on the host's subnet")
+    for platform, expected in ((WINDOWS, NO_NCCL_WINDOWS), (LINUX, None)):
+        stub = join_stub_plan(2, 2, "192.168.1.20", 29400, me, platform)
+        plan = with_local_script(joined_plan(stub, shared_part(host), 1, cuda=False), r"D:\work\train.py", platform)
+        assert plan.script.path == r"D:\work\train.py" and plan.env.get(NO_NCCL_ENV) == expected
+        assert rank_env(plan, 1, "/events", base={}).get(NO_NCCL_ENV) == expected
 
 
 def test_each_rank_gets_its_global_rank_and_its_place_on_the_machine():

@@ -91,7 +91,7 @@ class NodeLauncher(Launcher):
                                                   probe.getsockname()[:2] if probe else None,
                                                   self.stop_requested.is_set)
             self.plan = with_local_script(joined_plan(self.plan, start["plan"], node_rank, _has_cuda(start["plan"])),
-                                          spec.script_path)
+                                          spec.script_path, self.platform)
             if self.plan.script is not None and not spec.script_path:
                 raise handshake.Refused("the host runs a script, and this node was not told where it lies here "
                                         "(a join code from an older DDP Studio?); nothing was started")

@@ -102,13 +102,17 @@ def joined_plan(local: Plan, shared: dict, node_rank: int, cuda: bool) -> Plan:
     return replace(host, node_rank=node_rank, device=device, reasons=reasons)
 
 
-def with_local_script(plan: Plan, script_path: str) -> Plan:
-    """A joining node's plan running the host's script from where it lies on this machine."""
+def with_local_script(plan: Plan, script_path: str, platform: Platform) -> Plan:
+    """A joining node's plan running the host's script from where it lies on this machine; on Windows its
+    ranks are told there is no NCCL here, as a single machine's are (core/policy.py, rank/ncclswap.py),
+    whatever the host runs on."""
     from ddpstudio.core.nodes.nodescript import local_cwd
+    from ddpstudio.core.protocol import NO_NCCL_ENV, NO_NCCL_WINDOWS
 
     if plan.script is None or not script_path:
         return plan
-    return replace(plan, script=replace(plan.script, path=script_path, cwd=local_cwd(plan.script.cwd)))
+    env = {**plan.env, NO_NCCL_ENV: NO_NCCL_WINDOWS} if platform.is_windows else plan.env
+    return replace(plan, script=replace(plan.script, path=script_path, cwd=local_cwd(plan.script.cwd)), env=env)
 
 
 def join_env(env: dict[str, str], adapter: AdapterChoice, platform: Platform) -> dict[str, str]:
