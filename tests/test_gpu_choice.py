@@ -61,6 +61,8 @@ def test_a_gpu_without_a_uuid_is_named_within_the_inherited_visible_devices():
     # torch numbers the GPUs it was allowed (CUDA_VISIBLE_DEVICES=3,5): its GPU 1 is the machine's 5.
     assert choose_gpus(["1"], [info(0, None), info(1, None)], inherited="3,5").visible == "5"
     assert choose_gpus(["1"], [info(0, None), info(1, None)]).visible == "1"
+    # One kind only: torch stops reading CUDA_VISIBLE_DEVICES at the first item of another kind.
+    assert choose_gpus(["0", "1"], [info(0, UUIDS[0]), info(1, None)], inherited="3,5").visible == "3,5"
 
 
 @pytest.mark.parametrize("asked, words", [

@@ -90,7 +90,7 @@ def choose_gpus(asked: Sequence[str], gpus: Sequence[GpuInfo], inherited: str | 
             raise SelectionError(f"GPU {gpu.index} is chosen twice (--gpus {shown}): name each GPU once")
         chosen[gpu.index] = gpu
     picked = tuple(sorted(chosen.values(), key=lambda g: g.index))  # rank r trains on the r-th in torch's order
-    return GpuChoice(picked, len(gpus), ",".join(_visible_id(gpu, inherited) for gpu in picked))
+    return GpuChoice(picked, len(gpus), _visible(picked, inherited))
 
 
 def _find(token: str, gpus: Sequence[GpuInfo], here: str) -> GpuInfo:
@@ -109,13 +109,15 @@ def _find(token: str, gpus: Sequence[GpuInfo], here: str) -> GpuInfo:
                          "(--gpus 0,2) or the GPUs' UUIDs (GPU-...)")
 
 
-def _visible_id(gpu: GpuInfo, inherited: str | None) -> str:
-    """The UUID; without one, torch's number within the inherited CUDA_VISIBLE_DEVICES, which ranks inherit too."""
-    if gpu.uuid:
-        return gpu.uuid
+def _visible(gpus: Sequence[GpuInfo], inherited: str | None) -> str:
+    """The UUIDs; where torch gives a GPU none, every GPU's number within the inherited CUDA_VISIBLE_DEVICES
+    (which the ranks inherit too): one kind only, as torch stops reading at the first item of another kind
+    (torch/cuda/__init__.py ``parse_list_with_prefix``: "Anything other but prefix is ignored")."""
+    if all(gpu.uuid for gpu in gpus):
+        return ",".join(str(gpu.uuid) for gpu in gpus)
     from ddpstudio.core.launch.commands import visible_gpu  # the same rule as --one-gpu-per-rank's
 
-    return visible_gpu(gpu.index, inherited)
+    return ",".join(visible_gpu(gpu.index, inherited) for gpu in gpus)
 
 
 def cpu_refusal(asked: Sequence[str], why: str) -> SelectionError:
