@@ -60,6 +60,12 @@ def main(args: argparse.Namespace) -> int:
                     "MASTER_ADDR/MASTER_PORT or the host's URL); leave out --store-path")
     if args.script and _style(args) == "spawn":
         return fail(nodescript.SPAWN_REFUSED)
+    if args.gpus is not None:
+        # Each machine keeps its own rank environment (nodeplan.LOCAL_FIELDS), so a choice made here could not
+        # reach the other machines' GPUs: one rule for all of them instead.
+        return fail("--gpus chooses the GPUs of one machine ('ddpstudio run'); a multi-machine run trains on every "
+                    "GPU of each machine: leave --gpus out, and hide a GPU from a machine by starting DDP Studio "
+                    "there with CUDA_VISIBLE_DEVICES set")
     if args.world_size is not None:
         return fail("--world-size counts one machine's ranks; for several machines give --ranks-per-node "
                     "(world size = nodes x ranks per node)")

@@ -72,7 +72,12 @@ def add_parser(sub) -> None:
     train.add_argument("--checkpoint-dir", metavar="DIR", help="save a checkpoint here after each epoch")
     train.add_argument("--resume", action="store_true", help="continue from the checkpoint in --checkpoint-dir")
     dist = p.add_argument_group("distributed")
-    dist.add_argument("--world-size", type=int, help="number of ranks (default: one per GPU; 2 on the CPU)")
+    dist.add_argument("--world-size", type=int,
+                      help="number of ranks (default: one per GPU, or per GPU chosen with --gpus; 2 on the CPU)")
+    dist.add_argument("--gpus", metavar="LIST",
+                      help="the GPUs to train on, one rank each: their numbers as the machine panel and "
+                           "'ddpstudio doctor' show them (0,2) or their UUIDs (GPU-...). The ranks see only "
+                           "these (CUDA_VISIBLE_DEVICES, set by UUID). Default: every GPU")
     dist.add_argument("--oversubscribe", action="store_true",
                       help="allow more CPU ranks than this machine's cores and free memory hold")
     dist.add_argument("--backend", choices=("auto", "gloo", "nccl"), default="auto")
@@ -107,7 +112,7 @@ def build_request(args: argparse.Namespace):
                       store_path=args.store_path, port=args.port, batch_mode=args.batch_mode,
                       rendezvous_timeout=args.rendezvous_timeout, grad_exchange=args.grad_exchange,
                       grad_compression=args.grad_compression, rank_helper=not args.no_rank_helper,
-                      oversubscribe=args.oversubscribe)
+                      oversubscribe=args.oversubscribe, gpus=gpu_list(args.gpus))
     if args.script:
         style = args.script_style or chosen_style(args.script, list(args.script_args))
         template = args.dist_args if args.dist_args is not None else (
@@ -123,6 +128,13 @@ def build_request(args: argparse.Namespace):
         workers=args.workers, amp=not args.no_amp, checkpoint_dir=args.checkpoint_dir, resume=args.resume,
         lr_schedule=args.lr_schedule, warmup_steps=args.warmup_steps, eval_every=args.eval_every)
     return request
+
+
+def gpu_list(raw: str | None) -> tuple[str, ...] | None:
+    """``--gpus 0, 2`` as its items; the policy says what is wrong with one (core/gpu/selection.py)."""
+    if raw is None:
+        return None
+    return tuple(item.strip() for item in raw.split(",")) if raw.strip() else ()
 
 
 def chosen_style(script: str, script_args: list[str]) -> str:

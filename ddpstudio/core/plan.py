@@ -103,6 +103,7 @@ class Plan:
     origin: str = "run"  # run | bench: who started it (the scaling benchmark's runs are kept as runs too)
     nodes: int = 1  # machines in the run (core/nodes, docs/multi-machine.md); world_size counts all their ranks
     node_rank: int = 0  # this machine's place: its ranks are node_rank x ranks_per_node + local rank
+    gpus: list[str] | None = None  # the GPUs chosen to train on (UUIDs: core/gpu/selection.py); None: all
 
     @property
     def kind(self) -> str:

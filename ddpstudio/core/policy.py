@@ -64,6 +64,7 @@ class Request:
     grad_compression: str = "none"  # none | fp16
     rank_helper: bool = True  # user scripts: the start-up helper that reports ranks and stages gradients
     oversubscribe: bool = False  # more CPU ranks than the machine's cores and memory hold (core.capacity)
+    gpus: tuple[str, ...] | None = None  # the GPUs to train on, by torch's number or UUID (core/gpu/selection)
 
 
 def choose_backend(platform: Platform, machine: Machine, requested: str = "auto") -> Decision:
@@ -192,7 +193,7 @@ def build_plan(request: Request, platform: Platform, machine: Machine,
     style = request.script.style if request.script else None
     backend = choose_backend(platform, machine, request.backend)
     device = "cuda" if backend.value == "nccl" or (machine.cuda_available and machine.gpu_count > 0) else "cpu"
-    world = choose_world_size(machine, request.world_size, device)
+    gpus, world = _gpus_and_world(request, machine, device)
     gpus_asked = gpu_problem(request.script, device)
     if gpus_asked:
         raise PolicyError(gpus_asked, "one_gpu_per_rank" if request.script.one_gpu_per_rank else "dist_args")
@@ -209,10 +210,10 @@ def build_plan(request: Request, platform: Platform, machine: Machine,
     run_id = request.run_id or new_run_id()
     run_dir = paths.runs_dir() / run_id
     exchange, compression = choose_grad_exchange(request, str(backend.value), device, probe)
-    reasons = [backend.reason, world.reason, store.reason, exchange.reason]
+    reasons = [backend.reason, *([gpus.reason()] if gpus else []), world.reason, store.reason, exchange.reason]
     if compression.reason:
         reasons.append(compression.reason)
-    env: dict[str, str] = {}
+    env: dict[str, str] = {"CUDA_VISIBLE_DEVICES": gpus.visible} if gpus else {}
 
     store_path, fixed, port = None, False, request.port
     if store.value == "file":
@@ -274,8 +275,25 @@ def build_plan(request: Request, platform: Platform, machine: Machine,
         rendezvous_timeout=request.rendezvous_timeout, python=interpreter.executable,
         recipe=recipe, script=request.script, effective_batch=eff, lr=lr,
         grad_exchange=str(exchange.value), grad_compression=str(compression.value),
-        rank_helper=request.rank_helper,
+        rank_helper=request.rank_helper, gpus=gpus.ids if gpus else None,
     )
+
+
+def _gpus_and_world(request: Request, machine: Machine, device: str):
+    """The GPUs the request chose (a :class:`~ddpstudio.core.gpu.selection.GpuChoice`, None for all of them)
+    and the world size: one rank per chosen GPU."""
+    from ddpstudio.core.gpu import selection
+
+    if request.gpus is None:
+        return None, choose_world_size(machine, request.world_size, device)
+    try:
+        if device != "cuda":
+            raise selection.cpu_refusal(request.gpus, getattr(machine, "why", "no CUDA GPU was found"))
+        gpus = selection.choose_gpus(request.gpus, getattr(machine, "gpus", ()),
+                                     os.environ.get("CUDA_VISIBLE_DEVICES"))
+        return gpus, gpus.ranks(request.world_size)
+    except selection.SelectionError as exc:
+        raise PolicyError(str(exc), exc.field) from None
 
 
 def plan_file(plan: Plan) -> Path:

@@ -64,6 +64,7 @@ def run_arguments(s: SetupState, platform: Platform | None = None) -> list[str]:
             args.append("--resume")
     if s.script_style != "spawn" or not s.is_script:
         flag("--world-size", s.world_size, 0)
+    flag("--gpus", ",".join(s.gpus))  # UUIDs: the same cards wherever CUDA's order puts them
     flag("--backend", s.backend, "auto")
     if s.store == "fixed":
         args += ["--store", "file"]

@@ -7,7 +7,7 @@ past run's plan (runs started by the CLI have no saved form).
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 
 from ddpstudio.core import cmdline
 from ddpstudio.core.plan import DEFAULT_DIST_ARGS, Plan, RecipeSpec, ScriptSpec
@@ -55,6 +55,7 @@ class SetupState:
     lr_schedule: str = RecipeSpec.lr_schedule
     warmup_steps: int = 0
     eval_every: int = 0  # 0: at each epoch's end only
+    gpus: list[str] = field(default_factory=list)  # the GPUs that train (UUIDs, the GPU cards' boxes); []: all
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -72,6 +73,8 @@ class SetupState:
                 continue
             if isinstance(default, float) and isinstance(value, int):
                 value = float(value)
+            if isinstance(default, list):
+                value = [item for item in value if isinstance(item, str)] if isinstance(value, list) else default
             if isinstance(value, type(default)):
                 setattr(state, f.name, value)
         return state
@@ -95,7 +98,8 @@ class SetupState:
                           store_path=self.store_path.strip() or None if self.store == "fixed" else None,
                           port=self.port or None if self.store == "tcp" else None,
                           batch_mode=self.batch_mode, grad_exchange=self.grad_exchange,
-                          grad_compression=self.grad_compression, rank_helper=self.rank_helper)
+                          grad_compression=self.grad_compression, rank_helper=self.rank_helper,
+                          gpus=tuple(self.gpus) or None)
         if self.is_script:
             try:
                 args = cmdline.split(self.script_args, platform)
@@ -126,7 +130,8 @@ class FieldError(ValueError):
 def from_plan(plan: Plan, platform: Platform | None = None) -> SetupState:
     """The form for "run again" of a run whose form was not saved (e.g. started from the CLI)."""
     state = SetupState(world_size=plan.world_size, backend=plan.backend, grad_exchange=plan.grad_exchange,
-                       grad_compression=plan.grad_compression, rank_helper=plan.rank_helper)
+                       grad_compression=plan.grad_compression, rank_helper=plan.rank_helper,
+                       gpus=list(plan.gpus or []))
     if plan.store == "tcp":
         state.store = "tcp"
     elif plan.store_is_fixed and plan.store_path:

@@ -25,6 +25,8 @@ class LoadHistory:
         self.cpu_pct: dict[int, Series] = {}  # per rank: 100 = one whole core
         self.rss_mb: dict[int, Series] = {}
         self.latest: Snapshot | None = None
+        self.uuid_of: dict[int, str | None] = {}  # NVML index -> the GPU's UUID, as sampled
+        self.chosen: frozenset[str] | None = None  # the GPUs a run trains on (ids: core/gpu/selection); None: all
         self._rank_of: dict[int, int] = {}  # pid -> rank
         self.version = 0
 
@@ -48,6 +50,17 @@ class LoadHistory:
         """True when no GPU was sampled: the load is per rank."""
         return not self.gpu_util
 
+    def choose(self, ids: list[str]) -> None:
+        """Show only these GPUs' load ([]: every GPU's): the others' is not the run's. Still recorded."""
+        chosen = frozenset(ids) or None
+        if chosen != self.chosen:
+            self.chosen = chosen
+            self.version += 1
+
+    def shows_gpu(self, key: int) -> bool:
+        """Whether GPU ``key`` (NVML's index, the tables' key) is among the chosen, matched by UUID."""
+        return self.chosen is None or (self.uuid_of.get(key) or str(key)) in self.chosen
+
     def watch(self, rank_pids: dict[int, int]) -> None:
         """The ranks of a new run (rank -> pid); their curves start afresh."""
         if set(rank_pids.values()) != set(self._rank_of):
@@ -66,6 +79,7 @@ class LoadHistory:
             self.t0 = snapshot.t
         x = snapshot.t - self.t0
         for gpu in snapshot.gpus:
+            self.uuid_of[gpu.index] = gpu.uuid
             self._series(self.gpu_util, gpu.index).append(x, gpu.utilization_pct)
             mem = None if gpu.memory_used_mb is None else gpu.memory_used_mb / 1024
             self._series(self.gpu_mem_gb, gpu.index).append(x, mem)
@@ -84,9 +98,11 @@ class LoadHistory:
         return {self._rank_of[p.pid]: p.cpu_pct for p in self.latest.processes if p.pid in self._rank_of}
 
     def mean_gpu_util(self, window_s: float = LOW_LOAD_WINDOW_S) -> float | None:
-        """Mean utilisation over all GPUs in the last ``window_s`` seconds; None without data."""
+        """Mean utilisation over the chosen GPUs in the last ``window_s`` seconds; None without data."""
         values = []
-        for series in self.gpu_util.values():
+        for key, series in self.gpu_util.items():
+            if not self.shows_gpu(key):
+                continue  # an idle display GPU left out of the run must not read as an idle run
             x, y = series.data()
             if len(x):
                 recent = y[x >= x[-1] - window_s]

@@ -1,7 +1,9 @@
 """The machine panel: one card per GPU (or the CPU card), and the backend/store chosen, with why.
 
 Cards are filled from the inventory once and updated from each sampler
-snapshot; a value the driver does not report reads "n/a", never 0.
+snapshot; a value the driver does not report reads "n/a", never 0. Each GPU
+card's check box says whether that GPU trains (the form's ``gpus``; all
+ticked means every GPU, the default).
 """
 
 from __future__ import annotations
@@ -9,8 +11,8 @@ from __future__ import annotations
 import os
 import time
 
-from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QFrame, QGroupBox, QHBoxLayout, QLabel, QProgressBar, QVBoxLayout, QWidget
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import QCheckBox, QFrame, QGroupBox, QHBoxLayout, QLabel, QProgressBar, QVBoxLayout, QWidget
 
 from ddpstudio.core.exchange import probe
 from ddpstudio.core.exchange.probekey import key_for
@@ -57,6 +59,11 @@ class GpuCard(QFrame):
         self.util = _bar(f"GPU {gpu.index} utilisation")
         self.memory = _bar(f"GPU {gpu.index} memory")
         self.sensors = _label("")
+        self.train = QCheckBox()
+        self.train.setChecked(True)
+        self.train.setAccessibleName(f"Train on GPU {gpu.index}")
+        self.train.setToolTip(f"Train on GPU {gpu.index}: untick a GPU that drives the display, is slower or is "
+                              "busy; the run then sees only the ticked ones, one rank each (--gpus)")
         self.compact = compact
         if compact:
             self.title.setText(f"GPU {gpu.index}")
@@ -67,9 +74,21 @@ class GpuCard(QFrame):
         layout = QHBoxLayout(self) if compact else QVBoxLayout(self)
         if compact:
             layout.setContentsMargins(6, 2, 6, 2)
-        for widget in (self.title, self.detail, self.util, self.memory, self.sensors):
+            layout.addWidget(self.train)
+            layout.addWidget(self.title)
+        else:
+            head = QHBoxLayout()
+            head.addWidget(self.train)
+            head.addWidget(self.title, 1)
+            layout.addLayout(head)
+        for widget in (self.detail, self.util, self.memory, self.sensors):
             layout.addWidget(widget)
         self.update_sample(None)
+
+    @property
+    def gpu_id(self) -> str:
+        """How a choice names this GPU: its UUID (core/gpu/selection.py), its number where torch gives none."""
+        return self.gpu.uuid or str(self.gpu.index)
 
     def update_sample(self, sample: GpuSample | None) -> None:
         util = sample.utilization_pct if sample else None
@@ -112,8 +131,11 @@ class CpuCard(QFrame):
 
 
 class MachinePanel(QGroupBox):
+    gpus_chosen = Signal(object)  # list[str]: the ticked GPUs' ids, [] when every GPU is ticked
+
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__("Machine", parent)
+        self._choice_enabled = True
         self.inventory: Inventory | None = None
         self.cards: list[QFrame] = []
         self.status = _label("Looking at this machine…")
@@ -148,9 +170,46 @@ class MachinePanel(QGroupBox):
             self._cards_box.setSpacing(1 if compact else -1)
         for card in self.cards:
             self._cards_box.addWidget(card)
+            if isinstance(card, GpuCard):
+                card.train.toggled.connect(self._on_ticked)
+        self._lock_last()
         self.status.hide()
         # A small JSON file read, keyed by this inventory: instant, no torch, no NVML call.
         self.set_probe_result(probe.cached_result(key_for(inventory)))
+
+    # -- which GPUs train ---------------------------------------------------------
+    def _gpu_cards(self) -> list[GpuCard]:
+        return [card for card in self.cards if isinstance(card, GpuCard)]
+
+    def chosen(self) -> list[str]:
+        """The ticked GPUs' ids; [] when all are ticked (no choice: every GPU, wherever the setup is used)."""
+        cards = self._gpu_cards()
+        ticked = [card.gpu_id for card in cards if card.train.isChecked()]
+        return [] if len(ticked) == len(cards) else ticked
+
+    def show_chosen(self, ids: list[str]) -> None:
+        """Tick what a setup chose ([]: every GPU); ids of GPUs not here tick nothing (the form says why)."""
+        for card in self._gpu_cards():
+            was = card.train.blockSignals(True)
+            card.train.setChecked(not ids or any(i in (card.gpu.uuid, str(card.gpu.index)) for i in ids))
+            card.train.blockSignals(was)
+        self._lock_last()
+
+    def set_choice_enabled(self, enabled: bool) -> None:
+        """No change of GPUs while a run or benchmark uses them."""
+        self._choice_enabled = enabled
+        self._lock_last()
+
+    def _lock_last(self) -> None:
+        """The last ticked GPU cannot be unticked: a run trains on at least one."""
+        cards = self._gpu_cards()
+        ticked = [card for card in cards if card.train.isChecked()]
+        for card in cards:
+            card.train.setEnabled(self._choice_enabled and not (len(ticked) == 1 and card in ticked))
+
+    def _on_ticked(self, _checked: bool) -> None:
+        self._lock_last()
+        self.gpus_chosen.emit(self.chosen())
 
     def set_probe_result(self, result: probe.ProbeResult | None) -> None:
         """One sentence on how gradients travel here (the Gloo-on-CUDA probe, pytorch #186535)."""

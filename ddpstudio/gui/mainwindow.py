@@ -117,6 +117,8 @@ class MainWindow(QMainWindow):
         self.monitor.inventory_failed.connect(self._on_inventory_failed)
         self.monitor.snapshot_taken.connect(self._on_snapshot)
         self.form.changed.connect(lambda: self.check.request(self.form.state()))
+        self.machine_panel.gpus_chosen.connect(self.form.set_gpus)
+        self.form.changed.connect(self._show_chosen_gpus)
         self.check.checked.connect(self._on_checked)
         self.check.pending_changed.connect(self._update_actions)
         c = self.controller
@@ -147,6 +149,7 @@ class MainWindow(QMainWindow):
     @Slot(object)
     def _on_inventory(self, inventory: Inventory) -> None:
         self.machine_panel.set_inventory(inventory)
+        self._show_chosen_gpus()
         biggest = max((gpu.total_memory_mb for gpu in inventory.gpus), default=0) / 1024
         self.plots.show_load(self.history, inventory.cpu_mode, biggest or None)
         self.form.set_world_hint(inventory.gpu_count if not inventory.cpu_mode else 2)
@@ -154,6 +157,13 @@ class MainWindow(QMainWindow):
         self.check.set_machine(inventory)
         where = "CPU mode (Gloo)" if inventory.cpu_mode else f"{inventory.gpu_count} GPU(s)"
         self.statusBar().showMessage(f"{where} · torch {inventory.torch_version}", 8000)
+
+    @Slot()
+    def _show_chosen_gpus(self) -> None:
+        """The form's GPUs (a preset, "run again") ticked on the cards; only their load plotted (from the next
+        snapshot's redraw, half a second at most)."""
+        self.machine_panel.show_chosen(self.form.gpus)
+        self.history.choose(self.form.gpus)
 
     @Slot(str)
     def _on_inventory_failed(self, message: str) -> None:
@@ -181,6 +191,7 @@ class MainWindow(QMainWindow):
         self.bench_view.set_allowed(not training and self.check.ok)
         self.stop_action.setEnabled(self.controller.active and self.controller.state_name != "stopping")
         self.form.setEnabled(not busy)
+        self.machine_panel.set_choice_enabled(not busy)
 
     # -- launch / stop -------------------------------------------------------------
     def launch(self) -> None:

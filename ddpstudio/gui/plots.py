@@ -235,7 +235,8 @@ class LivePlots(QWidget):
             what = "rank" if self.cpu_mode else "GPU"
             tables = (h.cpu_pct, h.rss_mb) if self.cpu_mode else (h.gpu_util, h.gpu_mem_gb)
             for curves, table in zip((load, memory), tables):
-                curves += [(key, f"{what} {key}", colour(key), 1.5, s, None) for key, s in sorted(table.items())]
+                curves += [(key, f"{what} {key}", colour(key), 1.5, s, None) for key, s in sorted(table.items())
+                           if self.cpu_mode or h.shows_gpu(key)]
         return list(zip(self.all, (loss, acc, rate, lr, load, memory)))
 
     def _show_optional(self) -> None:
@@ -266,6 +267,8 @@ class LivePlots(QWidget):
             if drawn >= plots:
                 break
             x_offset = offset if plot in (self.load, self.memory) else 0.0
+            if set(plot.curves) - {c[0] for c in curves}:  # a GPU no longer chosen, another run's keys
+                plot.clear()
             if not any(plot.drawn.get(c[0]) != (c[4].version, plot.smoothing, x_offset) for c in curves):
                 continue
             for key, name, pen_colour, width, series, symbol in curves:

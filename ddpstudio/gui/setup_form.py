@@ -24,6 +24,8 @@ INVALID_STYLE = "border: 1px solid #c62828; border-radius: 2px;"
 ERROR_COLOUR = "#c62828"
 # The core's problem fields that have no widget of that name.
 FIELD_ALIASES = {"script": "script_path", "cwd": "script_cwd", "script_style": "workload"}
+# The core's problem fields set outside the form (the GPU cards' check boxes): their problems show at its top.
+OUTSIDE_LABELS = {"gpus": "GPUs"}
 
 
 def _combo(items: list[tuple[str, str]]) -> QComboBox:
@@ -49,6 +51,7 @@ class SetupForm(QWidget):
         super().__init__(parent)
         self.platform = platform
         self.world_hint = 2  # ranks "auto" gives on this machine, for the effective batch
+        self.gpus: list[str] = []  # the GPUs that train, ticked on the machine panel's cards ([]: all)
         self.editors: dict[str, QWidget] = {}
         self.errors: dict[str, QLabel] = {}
         self._rows: dict[str, tuple[QFormLayout, QWidget]] = {}
@@ -212,10 +215,11 @@ class SetupForm(QWidget):
             grad_exchange=e["grad_exchange"].currentData(), grad_compression=e["grad_compression"].currentData(),
             rank_helper=e["rank_helper"].isChecked(), one_gpu_per_rank=e["one_gpu_per_rank"].isChecked(),
             lr_schedule=e["lr_schedule"].currentData(), warmup_steps=e["warmup_steps"].value(),
-            eval_every=e["eval_every"].value())
+            eval_every=e["eval_every"].value(), gpus=list(self.gpus))
 
     def set_state(self, state: SetupState) -> None:
         e = self.editors
+        self.gpus = list(state.gpus)
         blockers = [editor.blockSignals(True) for editor in e.values()]
         try:
             for name in ("workload", "data", "backend", "store", "batch_mode", "grad_exchange", "grad_compression",
@@ -260,6 +264,12 @@ class SetupForm(QWidget):
         self._set_row_visible("one_gpu_per_rank", not recipe)
         self.training.setVisible(recipe)
 
+    def set_gpus(self, ids: list[str]) -> None:
+        """The GPUs ticked on the machine panel ([]: all): part of the setup, checked and saved with it."""
+        if ids != self.gpus:
+            self.gpus = list(ids)
+            self._on_edit()
+
     def set_world_hint(self, ranks: int) -> None:
         """How many ranks "auto" means here (from the inventory or the last plan)."""
         if ranks != self.world_hint:
@@ -268,7 +278,7 @@ class SetupForm(QWidget):
 
     def _update_effective(self) -> None:
         s = self.state()
-        world = s.world_size or self.world_hint
+        world = s.world_size or len(s.gpus) or self.world_hint  # auto: one rank per chosen GPU
         try:
             per_rank, total = effective_batch(s.batch_size, world, s.batch_mode)
         except PolicyError as exc:
@@ -302,7 +312,7 @@ class SetupForm(QWidget):
         """The words the form shows for a field ("Batch size"), for messages that name it."""
         name = FIELD_ALIASES.get(name, name)
         if name not in self._rows:
-            return name.replace("_", " ")
+            return OUTSIDE_LABELS.get(name, name.replace("_", " "))
         form, cell = self._rows[name]
         label = form.labelForField(cell)
         editor = self.editors[name]

@@ -119,6 +119,9 @@ class Benchmark:
     def check(self) -> None:
         """Raise PolicyError/ValueError now for anything that cannot run, before launching."""
         c = self.config
+        if c.request.gpus is not None:
+            raise ValueError("the benchmark runs 1, 2, 4 ... ranks on the first GPUs and takes no GPU choice: tick "
+                             "every GPU (or hide one by starting DDP Studio with CUDA_VISIBLE_DEVICES set)")
         if c.steps < 1:
             raise ValueError(f"measure at least 1 step (got {c.steps})")
         if c.warmup < 1:

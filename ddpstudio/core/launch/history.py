@@ -30,6 +30,7 @@ class HistoryWriter:
         self._rank_of: dict[int, int] = {}
         self._sampler: Sampler | None = None
         self.error: str | None = None
+        self._gpus = plan.gpus  # the chosen GPUs (None: all): only their load is the run's
         self._fh = open(Path(run_dir) / rows.FILE_NAME, "a", encoding="utf-8", buffering=1)
         recipe = plan.recipe
         self._write(rows.header(run_id=plan.run_id, t0=t0, world_size=plan.world_size,
@@ -54,7 +55,7 @@ class HistoryWriter:
             self._write(item)
 
     def _on_snapshot(self, snapshot: Snapshot) -> None:
-        for item in rows.snapshot_rows(snapshot, self._rank_of, self.t0):
+        for item in rows.snapshot_rows(snapshot, self._rank_of, self.t0, self._gpus):
             self._write(item)
 
     def watch(self, rank_pids: dict[int, int]) -> None:

@@ -9,7 +9,7 @@ samples), ``t`` is seconds since the run started. Standard library only.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Collection
 
 from ddpstudio.core import protocol
 
@@ -77,11 +77,15 @@ def event_rows(event: protocol.Event, t0: float) -> list[Row]:
     return out
 
 
-def snapshot_rows(snapshot: Any, rank_of: dict[int, int], t0: float) -> list[Row]:
-    """Load and memory from a ``core.gpu.Snapshot``: per GPU, and per rank (pid -> rank in ``rank_of``)."""
+def snapshot_rows(snapshot: Any, rank_of: dict[int, int], t0: float, gpus: Collection[str] | None = None) -> list[Row]:
+    """Load and memory from a ``core.gpu.Snapshot``: per GPU, and per rank (pid -> rank in ``rank_of``).
+
+    ``gpus``: the run's chosen GPUs (``Plan.gpus``, UUIDs); the others' load is not the run's."""
     t = snapshot.t - t0
     out: list[Row] = []
     for gpu in snapshot.gpus:
+        if gpus is not None and (gpu.uuid or str(gpu.index)) not in gpus:
+            continue
         if gpu.utilization_pct is not None:
             out.append(row(GPU_UTIL, gpu.index, None, t, gpu.utilization_pct))
         if gpu.memory_used_mb is not None:
