@@ -113,8 +113,26 @@ WORKAROUNDS = (
                "and stderr are subprocess.PIPE)",
                "a regular Unix file (or a redirected file) as a standard handle: CPython's init_sys_streams "
                "fails with 'OSError: [WinError 6] Invalid handle' before any Python code runs"),
+    Workaround("the Visual C++ runtime beside python.exe is loaded as the native DLLs it is, as on Windows "
+               "(WINEDLLOVERRIDES: NATIVE_DLLS=n,b)",
+               "Wine 8 loads its builtin msvcp140.dll instead, which does not know the std::mutex of MSVC "
+               "14.40+ (a constexpr constructor, never passed to _Mtx_init_in_situ: torch 2.14.1's DLLs import "
+               "_Mtx_lock but no _Mtx_init_in_situ); its _Mtx_lock/_Mtx_unlock read the object with Wine's own "
+               "_Mtx_t layout (dlls/msvcp90/misc.c), so Gloo's mutexes do not exclude "
+               "('err:sync:RtlReleaseSRWLockExclusive Lock ... is not owned exclusive!'), Gloo's libuv loop "
+               "thread dies in a noexcept callback, and two ranks' first all_reduce times out "
+               "('unbound_buffer.cc:65 Timed out waiting ... for recv')"),
 )
 ENV = {"KMP_AFFINITY": "disabled"}
+
+# The Visual C++ runtime DLLs that lie beside python.exe (CPython's and msvc-runtime's), loaded from
+# there as Windows loads them. Without an override Wine loads its own builtin copies instead: for a DLL
+# found outside the system folder ("default" load order), dlls/ntdll/unix/loader.c load_builtin() calls
+# find_builtin_dll(..., prefer_native = (loadorder == LO_DEFAULT)), which keeps the native file only for
+# builtins marked prefer-native, and msvcp140 is not. Why that matters: WORKAROUNDS.
+NATIVE_DLLS = ("msvcp140", "msvcp140_1", "msvcp140_2", "msvcp140_atomic_wait", "msvcp140_codecvt_ids",
+               "vcruntime140", "vcruntime140_1", "concrt140")
+DLL_OVERRIDES = "mscoree,mshtml,winemenubuilder.exe=d;" + ",".join(NATIVE_DLLS) + "=n,b"
 
 # The imports the tier's processes make: compiled once into the cached runtime, so no Windows process
 # compiles torch's modules again (PYTHONDONTWRITEBYTECODE may be set where the tier runs).
@@ -238,8 +256,7 @@ def wine_env(prefix: Path, home: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("WINE", "DDPSTUDIO")) and k not in ("PYTHONPATH", "PYTHONHOME")}
     env.update(WINEPREFIX=str(prefix), WINEDEBUG="-all", HOME=str(home), XDG_DATA_HOME=str(home / "data"),
-               XDG_CONFIG_HOME=str(home / "config"), DISPLAY="", WINEDLLOVERRIDES="mscoree,mshtml,winemenubuilder.exe=d",
-               **ENV)
+               XDG_CONFIG_HOME=str(home / "config"), DISPLAY="", WINEDLLOVERRIDES=DLL_OVERRIDES, **ENV)
     return env
 
 

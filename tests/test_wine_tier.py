@@ -9,6 +9,7 @@ works around it: ``scripts/wine_env.py`` WORKAROUNDS and docs/windows.md.
 from __future__ import annotations
 
 import json
+import math
 import time
 from pathlib import PureWindowsPath
 
@@ -143,6 +144,31 @@ def test_the_demo_trains_checkpoints_and_finishes_through_the_launcher_on_a_driv
     assert demo.wait_for("eval", 0).get("samples") > 0
     result = result_of(box, demo)
     assert result["state"] == "finished" and result["exit_codes"] == {"0": 0}, result
+
+
+def test_two_windows_ranks_train_together_over_gloo_on_a_drive_letter_store(box, home):
+    """Two ranks, two Windows processes: Gloo's libuv transport between them (DDP's gradient all-reduce, the
+    evaluation's totals). Under Wine this needs the runtime's own Visual C++ DLLs (scripts/wine_env.py
+    NATIVE_DLLS): with Wine's builtin msvcp140 the first all_reduce timed out ('unbound_buffer.cc:65')."""
+    run = box.start("run", "--demo", "--model", "mlp", "--world-size", "2", "--max-steps", "3", "--batch-size", "8",
+                    "--workers", "0", "--json", home=home)  # workers 0: no DataLoader process importing torch again
+    assert run.finish(300) == 0, run.explain()
+    started = run.wait_for("run_started", 0)
+    assert (started.get("backend"), started.get("store"), started.get("world_size")) == ("gloo", "file", 2)
+    assert started.get("init_method").startswith("file:///C:/"), started.get("init_method")
+    joined = {e.rank: e.get("group_size") for e in run.of_type("rank_joined")}
+    assert joined == {0: 2, 1: 2}, run.explain()
+    for rank in (0, 1):
+        steps = [e for e in run.of_type("step") if e.rank == rank]
+        assert [e.get("step") for e in steps] == [1, 2, 3], run.explain()
+        assert all(math.isfinite(e.get("loss")) for e in steps), run.explain()
+    assert [e.get("step") for e in run.of_type("global_step")] == [1, 2, 3]
+    assert all(math.isfinite(e.get("loss")) for e in run.of_type("global_step"))
+    evaluated = run.wait_for("eval", 0)  # both ranks' totals, all-reduced
+    assert evaluated.get("samples") > 0 and math.isfinite(evaluated.get("loss")), run.explain()
+    result = result_of(box, run)
+    assert result["state"] == "finished" and result["exit_codes"] == {"0": 0, "1": 0}, result
+    assert not box.unix(started.get("store_path")).exists()
 
 
 def test_ctrl_c_stops_a_resumed_demo_and_its_rank_exits_as_ctrl_c_ends_a_windows_program(box, demo, none_left):
