@@ -17,7 +17,7 @@ from ddpstudio.core.bench.export import write_csv, write_png
 
 # run's options that a benchmark sets itself: hidden here, and refused if given.
 NOT_FOR_BENCH = {"world_size": "--world-sizes", "demo": None, "epochs": "--steps", "max_steps": "--steps",
-                 "checkpoint_dir": None, "resume": None}
+                 "checkpoint_dir": None, "resume": None, "checkpoint_every": None, "max_restarts": None}
 
 
 def _run_parser() -> argparse.ArgumentParser:

@@ -60,6 +60,9 @@ def main(args: argparse.Namespace) -> int:
                     "MASTER_ADDR/MASTER_PORT or the host's URL); leave out --store-path")
     if args.script and _style(args) == "spawn":
         return fail(nodescript.SPAWN_REFUSED)
+    if args.max_restarts:
+        return fail("--max-restarts is for one machine's run: the machines of a multi-machine run would have to "
+                    "restart together, which DDP Studio does not do; leave it out")
     if args.world_size is not None:
         return fail("--world-size counts one machine's ranks; for several machines give --ranks-per-node "
                     "(world size = nodes x ranks per node)")
