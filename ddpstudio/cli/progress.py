@@ -39,12 +39,6 @@ def eval_line(ev: protocol.Event) -> str:
     return ", ".join(parts)
 
 
-def restart_line(ev: protocol.Event) -> str:
-    """A ``run_restarted`` event in words (the CLI's line; the window's log says the same)."""
-    return (f"restart {ev.get('restart')} of {ev.get('max_restarts')} after a crash: {ev.get('cause')}; "
-            f"{ev.get('how')}")
-
-
 class ProgressView:
     """Consumes protocol events; dispatches by type to ``_handle_<type>``."""
 
@@ -169,7 +163,9 @@ class ProgressView:
         self._print(f"warning: {ev.get('message')}")
 
     def _handle_run_restarted(self, ev: protocol.Event) -> None:
-        self._print(restart_line(ev))
+        from ddpstudio.core.launch.restart import restart_words
+
+        self._print(restart_words(ev))
         self.first_step_t = None  # the ETA is measured again from the resumed steps
 
     def _handle_run_finished(self, ev: protocol.Event) -> None:

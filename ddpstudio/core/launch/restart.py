@@ -116,6 +116,12 @@ class RunRestarts:
         return str(self.run.plan), 0, f"starting again from step 0 ({why})"
 
 
+def restart_words(event: protocol.Event) -> str:
+    """A ``run_restarted`` event in words: the CLI's line, and the window's log."""
+    return (f"restart {event.get('restart')} of {event.get('max_restarts')} after a crash: {event.get('cause')}; "
+            f"{event.get('how')}")
+
+
 def _saved_step(checkpoint_dir: str | None) -> int:
     """The step of the checkpoint a ``--resume`` run started from (its sidecar says; 0 if unreadable)."""
     from ddpstudio.core.checkpoint import CheckpointError, read_info
