@@ -20,7 +20,7 @@ import torch
 from ddpstudio.core import protocol
 from ddpstudio.rank.exchangecount import COUNT_ENV
 from tests.conftest import processes_of, seed_cache
-from tests.studio import events, final, of_type
+from tests.studio import events, final, kill_left, of_type
 
 pytestmark = pytest.mark.slow
 STEPS = 6
@@ -51,10 +51,7 @@ def runs(tmp_path_factory, warm_cache):
             state = torch.load(home / f"ck-{name}" / "checkpoint.pt", map_location="cpu", weights_only=True)
             results[name] = {"events": events(out), "checkpoint": state}
     finally:
-        for proc in procs.values():
-            if proc.poll() is None:
-                proc.kill()
-                proc.communicate(timeout=60)
+        kill_left(procs.values())
     assert not [p for p in processes_of(home) if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
     return results
 

@@ -21,7 +21,7 @@ import torch
 
 from ddpstudio.core import protocol
 from tests.conftest import killed_after, processes_of
-from tests.studio import events, final, of_type
+from tests.studio import events, final, kill_left, of_type
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")]
 STEPS = 160  # 64 optimizer steps an epoch: the run crosses two epoch ends
@@ -58,10 +58,7 @@ def test_a_rank_killed_mid_run_restarts_from_the_last_checkpoint_and_trains_ever
         evs = _kill_rank_1_when(crashing, lambda ev, _: ev.type == protocol.CHECKPOINT_SAVED, kills=1)
         steady_out, steady_err = steady.communicate(timeout=240)
     finally:
-        for proc in (steady, crashing):
-            if proc.poll() is None:
-                proc.kill()
-                proc.communicate(timeout=60)
+        kill_left((steady, crashing))
     assert steady.returncode == 0, steady_err[-3000:]
     done = final(evs)
     assert crashing.returncode == 0 and done.get("state") == protocol.FINISHED, done.to_dict()
@@ -102,9 +99,7 @@ def test_a_crash_beyond_the_restarts_ends_the_run_failed_with_its_root_cause(stu
     try:
         evs = _kill_rank_1_when(crashing, due, kills=2)
     finally:
-        if crashing.poll() is None:
-            crashing.kill()
-            crashing.communicate(timeout=60)
+        kill_left((crashing,))
     done = final(evs)
     assert crashing.returncode == 1 and done.get("state") == protocol.FAILED
     [restarted] = of_type(evs, protocol.RUN_RESTARTED)
