@@ -47,3 +47,11 @@ def of_type(evs: list[protocol.Event], type_: str) -> list[protocol.Event]:
 def final(evs: list[protocol.Event]) -> protocol.Event:
     [done] = of_type(evs, protocol.RUN_FINISHED)
     return done
+
+
+def kill_left(procs) -> None:
+    """Kill and reap the processes a test started that are still running (a test that failed midway)."""
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate(timeout=60)

@@ -21,7 +21,7 @@ import torch
 from ddpstudio.core import protocol
 from ddpstudio.rank.staged import STAGE_CPU_ENV
 from tests.conftest import processes_of, seed_cache
-from tests.studio import SCRIPTS, ddpstudio, events, final, of_type
+from tests.studio import SCRIPTS, ddpstudio, events, final, kill_left, of_type
 
 pytestmark = pytest.mark.slow
 STEPS = 10
@@ -63,10 +63,7 @@ def recipe_runs(tmp_path_factory, warm_cache):
     try:
         runs = {key: _recipe_result(home, proc, *key) for key, proc in procs.items()}
     finally:
-        for proc in procs.values():
-            if proc.poll() is None:
-                proc.kill()
-                proc.communicate(timeout=60)
+        kill_left(procs.values())
     assert not [p for p in processes_of(home) if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
     return runs
 

@@ -17,7 +17,7 @@ from ddpstudio.core.bench.export import write_csv, write_png
 
 # run's options that a benchmark sets itself: hidden here, and refused if given.
 NOT_FOR_BENCH = {"world_size": "--world-sizes", "demo": None, "epochs": "--steps", "max_steps": "--steps",
-                 "checkpoint_dir": None, "resume": None,
+                 "checkpoint_dir": None, "resume": None, "checkpoint_every": None, "max_restarts": None,
                  "gpus": "CUDA_VISIBLE_DEVICES to hide a GPU (the benchmark runs 1, 2, 4 ... ranks on the first GPUs)"}
 
 

@@ -66,6 +66,9 @@ def main(args: argparse.Namespace) -> int:
         return fail("--gpus chooses the GPUs of one machine ('ddpstudio run'); a multi-machine run trains on every "
                     "GPU of each machine: leave --gpus out, and hide a GPU from a machine by starting DDP Studio "
                     "there with CUDA_VISIBLE_DEVICES set")
+    if args.max_restarts:
+        return fail("--max-restarts is for one machine's run: the machines of a multi-machine run would have to "
+                    "restart together, which DDP Studio does not do; leave it out")
     if args.world_size is not None:
         return fail("--world-size counts one machine's ranks; for several machines give --ranks-per-node "
                     "(world size = nodes x ranks per node)")

@@ -162,12 +162,20 @@ class ProgressView:
     def _handle_warning(self, ev: protocol.Event) -> None:
         self._print(f"warning: {ev.get('message')}")
 
+    def _handle_run_restarted(self, ev: protocol.Event) -> None:
+        from ddpstudio.core.launch.restart import restart_words
+
+        self._print(restart_words(ev))
+        self.first_step_t = None  # the ETA is measured again from the resumed steps
+
     def _handle_run_finished(self, ev: protocol.Event) -> None:
         state = ev.get("state")
         duration = ev.get("duration_s") or 0.0
         world = ev.get("world_size") or self.world_size
+        restarts = ev.get("restarts")
         self._print(f"run {protocol.outcome_text(state)} after {duration:.1f} s"
-                    + (f" (world size {world})" if world else ""))
+                    + (f" (world size {world})" if world else "")
+                    + (f", {restarts} restart(s) after a crash" if restarts else ""))
         if state in (protocol.NOTHING_TRAINED, protocol.NOT_DISTRIBUTED):
             self._not_trained(ev)
         if self.model_path:

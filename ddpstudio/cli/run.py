@@ -57,8 +57,14 @@ def add_parser(sub) -> None:
     train.add_argument("--batch-mode", choices=("per-rank", "split"), default="per-rank",
                        help="per-rank: each rank takes --batch-size (effective batch = ranks x batch); "
                             "split: --batch-size is the effective batch, divided over the ranks")
+    train.add_argument("--accumulate", type=int, default=1, metavar="N",
+                       help="gradient accumulation: N micro-batches of --batch-size per optimizer step, gradients "
+                            "exchanged on the last only (effective batch = ranks x batch x N; steps count optimizer "
+                            "steps). Your own script accumulates by itself: this is for the built-in recipe")
     train.add_argument("--lr", type=float, default=0.02)
-    train.add_argument("--scale-lr", action="store_true", help="multiply the learning rate by the world size")
+    train.add_argument("--scale-lr", action="store_true",
+                       help="multiply the learning rate by the world size x --accumulate (the effective batch over "
+                            "one rank's micro-batch: the linear scaling rule)")
     train.add_argument("--lr-schedule", choices=LR_SCHEDULES, default="constant",
                        help="constant; step (x0.1 at 50%% and 75%% of the steps); cosine (decays to 0)")
     train.add_argument("--warmup-steps", type=int, default=0, help="linear learning-rate warm-up (default 0)")
@@ -70,6 +76,8 @@ def add_parser(sub) -> None:
                             "ranks, shown with the plan; 0 loads data in the rank itself)")
     train.add_argument("--no-amp", action="store_true", help="no mixed precision on CUDA")
     train.add_argument("--checkpoint-dir", metavar="DIR", help="save a checkpoint here after each epoch")
+    train.add_argument("--checkpoint-every", type=int, metavar="N",
+                       help="also save a checkpoint every N optimizer steps (default: at each epoch's end only)")
     train.add_argument("--resume", action="store_true", help="continue from the checkpoint in --checkpoint-dir")
     dist = p.add_argument_group("distributed")
     dist.add_argument("--world-size", type=int,
@@ -85,6 +93,10 @@ def add_parser(sub) -> None:
     dist.add_argument("--store-path", metavar="PATH", help="a fixed FileStore path (or file:// URL)")
     dist.add_argument("--port", type=int, help="TCP store port (default: a free one)")
     dist.add_argument("--rendezvous-timeout", type=float, default=120.0, metavar="SECONDS")
+    dist.add_argument("--max-restarts", type=int, default=0, metavar="N",
+                      help="when a rank dies, stop the others and start the group again, at most N times (default "
+                           "0: the run fails). The recipe resumes from its last checkpoint (from step 0 before the "
+                           "first); a script starts again, as under torchrun, and resumes itself if it can")
     # No argparse choices: an unknown value gets the one-line "ddpstudio: error:" from the policy.
     dist.add_argument("--grad-exchange", default="auto", metavar="auto|native|staged",
                       help="how gradients travel: native (on their device), staged (through CPU memory, for "
@@ -112,7 +124,7 @@ def build_request(args: argparse.Namespace):
                       store_path=args.store_path, port=args.port, batch_mode=args.batch_mode,
                       rendezvous_timeout=args.rendezvous_timeout, grad_exchange=args.grad_exchange,
                       grad_compression=args.grad_compression, rank_helper=not args.no_rank_helper,
-                      oversubscribe=args.oversubscribe, gpus=gpu_list(args.gpus))
+                      oversubscribe=args.oversubscribe, gpus=gpu_list(args.gpus), max_restarts=args.max_restarts)
     if args.script:
         style = args.script_style or chosen_style(args.script, list(args.script_args))
         template = args.dist_args if args.dist_args is not None else (
@@ -124,8 +136,9 @@ def build_request(args: argparse.Namespace):
     max_steps = args.max_steps if args.max_steps is not None else (DEMO_STEPS if args.demo else None)
     request.recipe = RecipeSpec(
         model=args.model, data=dataset, data_dir=args.data, epochs=args.epochs, max_steps=max_steps,
-        batch_size=args.batch_size, lr=args.lr, scale_lr=args.scale_lr, image_size=args.image_size,
-        workers=args.workers, amp=not args.no_amp, checkpoint_dir=args.checkpoint_dir, resume=args.resume,
+        batch_size=args.batch_size, accumulate=args.accumulate, lr=args.lr, scale_lr=args.scale_lr,
+        image_size=args.image_size, workers=args.workers, amp=not args.no_amp, checkpoint_dir=args.checkpoint_dir,
+        checkpoint_every=args.checkpoint_every, resume=args.resume,
         lr_schedule=args.lr_schedule, warmup_steps=args.warmup_steps, eval_every=args.eval_every)
     return request
 

@@ -56,6 +56,7 @@ class CheckpointInfo:
     epochs: int  # what the saving run was asked for (informational)
     max_steps: int | None
     format: int = FORMAT_VERSION
+    accumulate: int = 1  # micro-batches per optimizer step: step_in_epoch counts optimizer steps of this many
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -65,7 +66,7 @@ class CheckpointInfo:
         if not isinstance(raw, dict):
             raise ValueError("not a JSON object")
         known = {f.name for f in fields(cls)}
-        missing = sorted(known - set(raw) - {"format", "max_steps"})
+        missing = sorted(known - set(raw) - {"format", "max_steps", "accumulate"})
         if missing:
             raise ValueError(f"missing {', '.join(missing)}")
         info = cls(**{k: v for k, v in raw.items() if k in known})
@@ -174,6 +175,17 @@ def verify(directory: str | os.PathLike, model: str) -> CheckpointInfo:
         raise CheckpointError(f"{payload} was saved by a {info.model} model, not {model}: resume with "
                               f"--model {info.model}, or use another checkpoint folder")
     return info
+
+
+def accumulation_mismatch(info: CheckpointInfo, accumulate: int) -> str | None:
+    """Why a mid-epoch checkpoint cannot be resumed with another accumulation, or ``None``.
+
+    Its ``step_in_epoch`` counts optimizer steps of ``info.accumulate`` micro-batches each; with another
+    number the resumed run would skip a different part of the epoch. An epoch's end has nothing to skip."""
+    if info.epoch_complete or info.step_in_epoch == 0 or info.accumulate == accumulate:
+        return None
+    return (f"the checkpoint was saved mid-epoch with {info.accumulate} micro-batch(es) per step, and this run "
+            f"accumulates {accumulate}: resume with --accumulate {info.accumulate} (and the same batch size)")
 
 
 def nothing_left(info: CheckpointInfo, epochs: int, max_steps: int | None) -> str | None:

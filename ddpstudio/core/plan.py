@@ -44,15 +44,17 @@ class RecipeSpec:
     data_dir: str | None = None
     epochs: int = 1
     max_steps: int | None = None
-    batch_size: int = 32  # per rank, after any split
+    batch_size: int = 32  # per rank, after any split: one micro-batch when accumulating
+    accumulate: int = 1  # micro-batches per optimizer step (gradient accumulation, DDP's no_sync on all but the last)
     lr: float = 0.02
-    scale_lr: bool = False  # lr x world_size (linear scaling rule)
+    scale_lr: bool = False  # lr x world_size x accumulate: the effective batch over one micro-batch (linear rule)
     image_size: int = 32
     num_classes: int = 10
     synthetic_samples: int = 4096
     workers: int | None = None  # DataLoader workers per rank; None: chosen for the machine (core/dataworkers.py)
     amp: bool = True  # only takes effect on CUDA
     checkpoint_dir: str | None = None
+    checkpoint_every: int | None = None  # also save every N optimizer steps (always at each epoch's end)
     resume: bool = False
     log_every: int = 1
     seed: int = 0
@@ -104,6 +106,7 @@ class Plan:
     nodes: int = 1  # machines in the run (core/nodes, docs/multi-machine.md); world_size counts all their ranks
     node_rank: int = 0  # this machine's place: its ranks are node_rank x ranks_per_node + local rank
     gpus: list[str] | None = None  # the GPUs chosen to train on (UUIDs: core/gpu/selection.py); None: all
+    max_restarts: int = 0  # a rank that dies restarts the group this often at most (core/launch/restart.py)
 
     @property
     def kind(self) -> str:

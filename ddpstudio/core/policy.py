@@ -65,6 +65,7 @@ class Request:
     rank_helper: bool = True  # user scripts: the start-up helper that reports ranks and stages gradients
     oversubscribe: bool = False  # more CPU ranks than the machine's cores and memory hold (core.capacity)
     gpus: tuple[str, ...] | None = None  # the GPUs to train on, by torch's number or UUID (core/gpu/selection)
+    max_restarts: int = 0  # a rank that dies restarts the group, at most this often (core/launch/restart.py)
 
 
 def choose_backend(platform: Platform, machine: Machine, requested: str = "auto") -> Decision:
@@ -143,17 +144,33 @@ def loopback_interface(interfaces: dict[str, list[str]] | None = None) -> str | 
     return None
 
 
-def effective_batch(batch: int, world_size: int, mode: str) -> tuple[int, int]:
-    """(per-rank batch, effective batch) for ``per-rank`` or ``split`` batch modes."""
+def effective_batch(batch: int, world_size: int, mode: str, accumulate: int = 1) -> tuple[int, int]:
+    """(per-rank micro-batch, effective batch) for ``per-rank`` or ``split`` batch modes.
+
+    The effective batch is what one optimizer step sees: ranks x micro-batch x ``accumulate``. Split
+    divides the batch given over ranks x ``accumulate`` (it is the effective batch)."""
+    parts = world_size * max(1, accumulate)
     if mode == "split":
-        if batch < world_size:
-            raise PolicyError(f"a global batch of {batch} cannot be split over {world_size} ranks; "
-                              f"use a batch of at least {world_size}", "batch_size")
-        per_rank = batch // world_size
-        return per_rank, per_rank * world_size
+        if batch < parts:
+            over = f"{world_size} ranks" + (f" x {accumulate} micro-batches" if accumulate > 1 else "")
+            raise PolicyError(f"a global batch of {batch} cannot be split over {over}; "
+                              f"use a batch of at least {parts}", "batch_size")
+        per_rank = batch // parts
+        return per_rank, per_rank * parts
     if mode != "per-rank":
         raise PolicyError(f"unknown batch mode {mode!r}: choose per-rank or split", "batch_mode")
-    return batch, batch * world_size
+    return batch, batch * parts
+
+
+def batch_reason(effective: int, world_size: int, per_rank: int, accumulate: int, lr: float | None) -> str:
+    """The plan's line on the effective batch and, when scaled, the learning rate (the window says the same)."""
+    text = f"effective batch {effective} = {world_size} ranks x {per_rank} per rank"
+    if accumulate > 1:
+        text += f" x {accumulate} micro-batches accumulated per optimizer step"
+    if lr is not None:
+        text += (f"; learning rate scaled to {lr:g} (x{world_size * accumulate}: the effective batch over one "
+                 "rank's micro-batch, the linear scaling rule)")
+    return text
 
 
 def choose_grad_exchange(request: Request, backend: str, device: str,
@@ -261,13 +278,15 @@ def build_plan(request: Request, platform: Platform, machine: Machine,
     if recipe is not None:
         from ddpstudio.core.dataworkers import choose_workers, usable_cores
 
-        per_rank, eff = effective_batch(recipe.batch_size, int(world.value), request.batch_mode)
+        per_rank, eff = effective_batch(recipe.batch_size, int(world.value), request.batch_mode, recipe.accumulate)
         workers = choose_workers(recipe.workers, usable_cores(), int(world.value), platform, recipe.data)
         recipe = replace(recipe, batch_size=per_rank, workers=int(workers.value))
         reasons.append(workers.reason)
-        lr = recipe.lr * (int(world.value) if recipe.scale_lr else 1)
-        reasons.append(f"effective batch {eff} = {world.value} ranks x {per_rank} per rank"
-                       + (f"; learning rate scaled to {lr:g}" if recipe.scale_lr else ""))
+        lr = recipe.lr * (int(world.value) * recipe.accumulate if recipe.scale_lr else 1)
+        reasons.append(batch_reason(eff, int(world.value), per_rank, recipe.accumulate,
+                                    lr if recipe.scale_lr else None))
+    if request.max_restarts:
+        reasons.append(restart_reason(request.max_restarts, recipe))
     return Plan(
         run_id=run_id, run_dir=str(run_dir), world_size=int(world.value), backend=str(backend.value),
         device=device, store=str(store.value), init_method=init_method, store_path=store_path,
@@ -276,6 +295,7 @@ def build_plan(request: Request, platform: Platform, machine: Machine,
         recipe=recipe, script=request.script, effective_batch=eff, lr=lr,
         grad_exchange=str(exchange.value), grad_compression=str(compression.value),
         rank_helper=request.rank_helper, gpus=gpus.ids if gpus else None,
+        max_restarts=request.max_restarts,
     )
 
 
@@ -294,6 +314,17 @@ def _gpus_and_world(request: Request, machine: Machine, device: str):
         return gpus, gpus.ranks(request.world_size)
     except selection.SelectionError as exc:
         raise PolicyError(str(exc), exc.field) from None
+
+
+def restart_reason(max_restarts: int, recipe: RecipeSpec | None) -> str:
+    """What ``--max-restarts`` will do for this run, in the plan's words."""
+    text = f"a rank that dies restarts the whole group, at most {max_restarts} time(s)"
+    if recipe is None:
+        return text + ": your script starts again from its beginning, as under torchrun; resuming is its own business"
+    if not recipe.checkpoint_dir:
+        return text + ": no checkpoint folder, so each restart trains again from step 0"
+    every = f"every {recipe.checkpoint_every} steps and " if recipe.checkpoint_every else ""
+    return text + f", from the last checkpoint (saved {every}at each epoch's end; from step 0 before the first)"
 
 
 def plan_file(plan: Plan) -> Path:

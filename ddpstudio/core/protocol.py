@@ -44,6 +44,7 @@ RUN_FINISHED = "run_finished"
 EVAL = "eval"
 MODEL_SAVED = "model_saved"
 JOIN_CODE = "join_code"  # a multi-machine host's code for the other machines (cli/host.py; holds the token)
+RUN_RESTARTED = "run_restarted"  # a rank died and the launcher started the group again (core/launch/restart.py)
 
 KNOWN_TYPES = frozenset(
     {
@@ -65,6 +66,7 @@ KNOWN_TYPES = frozenset(
         EVAL,
         MODEL_SAVED,
         JOIN_CODE,
+        RUN_RESTARTED,
     }
 )
 

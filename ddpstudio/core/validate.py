@@ -105,12 +105,20 @@ def check_recipe(spec: RecipeSpec) -> list[Problem]:
         problems.append(Problem("epochs", f"epochs must be at least 1 (got {spec.epochs})"))
     if spec.max_steps is not None and spec.max_steps < 1:
         problems.append(Problem("max_steps", f"max steps must be at least 1 (got {spec.max_steps})"))
+    if spec.accumulate < 1:
+        problems.append(Problem("accumulate", f"gradient accumulation needs at least 1 micro-batch per step (got "
+                                              f"{spec.accumulate}); 1 means no accumulation"))
     if not math.isfinite(spec.lr) or spec.lr <= 0:
         problems.append(Problem("lr", f"the learning rate must be a positive number (got {spec.lr})"))
     if spec.workers is not None and spec.workers < 0:
         problems.append(Problem("workers", f"the number of data-loading workers must be 0 or more (got "
                                            f"{spec.workers}); 0 loads data in the training process itself"))
     problems += check_schedule(spec)
+    if spec.checkpoint_every is not None and spec.checkpoint_every < 1:
+        problems.append(Problem("checkpoint_every", f"checkpoint-every must be at least 1 step (got "
+                                                    f"{spec.checkpoint_every})"))
+    elif spec.checkpoint_every and not spec.checkpoint_dir:
+        problems.append(Problem("checkpoint_every", "checkpoints every few steps need a checkpoint folder: give one"))
     if spec.checkpoint_dir:
         problem = writable_problem("checkpoint_dir", spec.checkpoint_dir, "checkpoint folder")
         if problem:
@@ -134,7 +142,8 @@ def check_resume(spec: RecipeSpec) -> list[Problem]:
         info = checkpoint.verify(spec.checkpoint_dir, spec.model)
     except checkpoint.CheckpointError as exc:
         return [Problem("resume", f"cannot resume: {exc}")]
-    why = checkpoint.nothing_left(info, spec.epochs, spec.max_steps)
+    why = checkpoint.nothing_left(info, spec.epochs, spec.max_steps) or checkpoint.accumulation_mismatch(
+        info, spec.accumulate)
     return [Problem("resume", why)] if why else []
 def check_schedule(spec: RecipeSpec) -> list[Problem]:
     """The LR schedule, warm-up and evaluation interval."""
@@ -251,8 +260,21 @@ def check_request(request, platform=None) -> list[Problem]:
     problems += check_port(request.port)
     problems += check_rendezvous(request)
     problems += check_spawn_world(request)
+    problems += check_restarts(request)
     problems += check_run_space()
     return problems
+
+
+def check_restarts(request) -> list[Problem]:
+    """A count of restarts, and none for a spawn-style script (its ranks are its own children, not ours)."""
+    restarts = getattr(request, "max_restarts", 0)
+    if restarts < 0:
+        return [Problem("max_restarts", f"the number of restarts cannot be negative (got {restarts}); 0 ends the "
+                                        "run when a rank dies")]
+    if restarts and request.script is not None and request.script.style == "spawn":
+        return [Problem("max_restarts", "a script in spawn style starts its own ranks, so DDP Studio cannot restart "
+                                        "them one by one; leave out the restarts, or use the args or env style")]
+    return []
 
 
 def check_rendezvous(request) -> list[Problem]:

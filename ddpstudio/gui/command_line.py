@@ -52,6 +52,7 @@ def run_arguments(s: SetupState, platform: Platform | None = None) -> list[str]:
         flag("--max-steps", s.max_steps, 0)
         flag("--batch-size", s.batch_size, RecipeSpec.batch_size)
         flag("--batch-mode", s.batch_mode, "per-rank")
+        flag("--accumulate", s.accumulate, RecipeSpec.accumulate)
         flag("--lr", f"{s.lr:g}", f"{RecipeSpec.lr:g}")
         if s.scale_lr:
             args.append("--scale-lr")
@@ -60,11 +61,14 @@ def run_arguments(s: SetupState, platform: Platform | None = None) -> list[str]:
         flag("--eval-every", s.eval_every, 0)
         flag("--workers", s.workers, -1)
         flag("--checkpoint-dir", s.checkpoint_dir.strip())
+        flag("--checkpoint-every", s.checkpoint_every, 0)
         if s.resume:
             args.append("--resume")
     if s.script_style != "spawn" or not s.is_script:
         flag("--world-size", s.world_size, 0)
     flag("--gpus", ",".join(s.gpus))  # UUIDs: the same cards wherever CUDA's order puts them
+    if s.keep_training:
+        flag("--max-restarts", s.max_restarts, 0)
     flag("--backend", s.backend, "auto")
     if s.store == "fixed":
         args += ["--store", "file"]

@@ -52,8 +52,12 @@ FIELD_HELP: dict[str, str] = {
                   "with the ranks); with 'split', it is divided over them. Default: 32.",
     "batch_mode": "per rank: keeps each rank's batch, so more ranks take bigger steps; split: keeps the "
                   "effective batch, so results compare with one process. Default: per rank.",
-    "scale_lr": "Multiply the learning rate by the number of ranks (the linear scaling rule), to match a "
-                "bigger effective batch. Default: off.",
+    "accumulate": "Gradient accumulation: this many micro-batches of the batch size per optimizer step; "
+                  "gradients are exchanged once, on the last (DDP's no_sync on the others). The effective batch "
+                  "is ranks x batch x this; steps, max steps and checkpoints count optimizer steps. For a bigger "
+                  "batch than the GPU holds. Default: 1 (none).",
+    "scale_lr": "Multiply the learning rate by the number of ranks x the accumulated micro-batches (the "
+                "effective batch over one rank's batch: the linear scaling rule). Default: off.",
     "lr": "The SGD learning rate (momentum 0.9). Default: 0.02.",
     "lr_schedule": "How the learning rate changes over the run: constant; step (x0.1 at 50% and 75% of "
                    "the steps); cosine (down to 0). Needs a known length (epochs or max steps). "
@@ -70,6 +74,12 @@ FIELD_HELP: dict[str, str] = {
                "shared out, at most 8 per rank; the machine panel says how many. 0 loads data in the rank.",
     "checkpoint_dir": "Rank 0 saves a checkpoint here after each epoch (after a barrier, so all ranks agree), "
                       "and the final weights as model.pt. Default: no checkpoints.",
+    "checkpoint_every": "Also save a checkpoint every N optimizer steps, so a crash or a restart loses at most "
+                        "N steps. Default: at each epoch's end only.",
     "resume": "Continue from the checkpoint in that folder, loaded onto each rank's own device. "
               "Default: off.",
+    "keep_training": "When a rank dies (a crash, a kill), stop the others and start them all again: the "
+                     "built-in recipe resumes from its last checkpoint; your script starts again from its "
+                     "beginning and must resume itself. Each restart is shown in the log. Default: off.",
+    "max_restarts": "How many restarts at most; one more crash ends the run as failed. Default: 3.",
 }

@@ -41,13 +41,17 @@ class SetupState:
     port: int = 0  # 0: a free one
     batch_size: int = RecipeSpec.batch_size
     batch_mode: str = "per-rank"  # per-rank | split
+    accumulate: int = RecipeSpec.accumulate  # micro-batches per optimizer step
     scale_lr: bool = False
     lr: float = RecipeSpec.lr  # the recipe's defaults, so the window and the CLI train alike
     epochs: int = RecipeSpec.epochs
     max_steps: int = 0  # 0: no limit
     workers: int = -1  # -1: chosen for the machine (the plan says how many and why)
     checkpoint_dir: str = ""
+    checkpoint_every: int = 0  # 0: at each epoch's end only
     resume: bool = False
+    keep_training: bool = False  # "Keep training if a rank crashes": restart the group, at most max_restarts times
+    max_restarts: int = 3
     grad_exchange: str = "auto"  # auto | native | staged
     grad_compression: str = "none"  # none | fp16
     rank_helper: bool = True  # scripts: DDP Studio's start-up helper on the ranks' path
@@ -99,7 +103,8 @@ class SetupState:
                           port=self.port or None if self.store == "tcp" else None,
                           batch_mode=self.batch_mode, grad_exchange=self.grad_exchange,
                           grad_compression=self.grad_compression, rank_helper=self.rank_helper,
-                          gpus=tuple(self.gpus) or None)
+                          gpus=tuple(self.gpus) or None,
+                          max_restarts=self.max_restarts if self.keep_training else 0)
         if self.is_script:
             try:
                 args = cmdline.split(self.script_args, platform)
@@ -114,7 +119,8 @@ class SetupState:
             request.recipe = RecipeSpec(
                 model=self.model.strip(), data=self.data, data_dir=self.data_dir.strip() or None,
                 epochs=self.epochs, max_steps=self.max_steps or None, batch_size=self.batch_size,
-                lr=self.lr, scale_lr=self.scale_lr, image_size=self.image_size,
+                accumulate=self.accumulate, checkpoint_every=self.checkpoint_every or None, lr=self.lr,
+                scale_lr=self.scale_lr, image_size=self.image_size,
                 workers=None if self.workers < 0 else self.workers,
                 checkpoint_dir=self.checkpoint_dir.strip() or None, resume=self.resume,
                 lr_schedule=self.lr_schedule, warmup_steps=self.warmup_steps, eval_every=self.eval_every or None)
@@ -131,7 +137,8 @@ def from_plan(plan: Plan, platform: Platform | None = None) -> SetupState:
     """The form for "run again" of a run whose form was not saved (e.g. started from the CLI)."""
     state = SetupState(world_size=plan.world_size, backend=plan.backend, grad_exchange=plan.grad_exchange,
                        grad_compression=plan.grad_compression, rank_helper=plan.rank_helper,
-                       gpus=list(plan.gpus or []))
+                       gpus=list(plan.gpus or []),
+                       keep_training=plan.max_restarts > 0, max_restarts=plan.max_restarts or SetupState.max_restarts)
     if plan.store == "tcp":
         state.store = "tcp"
     elif plan.store_is_fixed and plan.store_path:
@@ -149,5 +156,6 @@ def from_plan(plan: Plan, platform: Platform | None = None) -> SetupState:
         state.epochs, state.max_steps = r.epochs, r.max_steps or 0
         state.workers = -1 if r.workers is None else r.workers  # the number the run used, as chosen then
         state.checkpoint_dir, state.resume = r.checkpoint_dir or "", r.resume
+        state.accumulate, state.checkpoint_every = r.accumulate, r.checkpoint_every or 0
         state.lr_schedule, state.warmup_steps, state.eval_every = r.lr_schedule, r.warmup_steps, r.eval_every or 0
     return state

@@ -149,5 +149,7 @@ class ProgressView(QWidget):
             parts.append(f"{m.samples_per_s.last[1]:.0f} samples/s")
         if fraction is not None and m.final is None:
             parts.append(f"ETA {format_eta(eta)}")
+        if m.restarts:  # run_restarted: the log says why
+            parts.append(f"restarted {m.restarts}× after a crash")
         self.numbers.setText("  ·  ".join(parts))
         return True

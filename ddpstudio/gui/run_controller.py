@@ -207,6 +207,12 @@ class RunController(QObject):
         self.log_received.emit(ev.rank, "error", str(ev.get("message", "")))
         self.problem_reported.emit(ev)
 
+    def _handle_run_restarted(self, ev: protocol.Event) -> None:
+        from ddpstudio.core.launch.restart import restart_words
+
+        self.log_received.emit(None, "warning", restart_words(ev))
+        self.metrics_received.emit(ev)  # the plots drop the steps the restart trains again
+
     def _handle_rank_exited(self, ev: protocol.Event) -> None:
         stopping = self.state is RunState.STOPPING
         self.log_received.emit(ev.rank, "studio",

@@ -43,6 +43,7 @@ class RunMetrics:
         self.total_steps: int | None = None
         self.data_wait_fraction: float | None = None
         self.checkpoints: list[str] = []
+        self.restarts = 0  # run_restarted: the group started again after a crash
         self._recent: deque[tuple[float, int]] = deque(maxlen=ETA_WINDOW)
         self.version = 0
 
@@ -117,6 +118,19 @@ class RunMetrics:
 
     def _handle_checkpoint_saved(self, ev: protocol.Event) -> None:
         self.checkpoints.append(str(ev.get("path")))
+
+    def _handle_run_restarted(self, ev: protocol.Event) -> None:
+        """The group starts again from ``from_step``: the steps after it come again, so the curves continue
+        from there (not a line back to the start of the redone steps)."""
+        step = ev.get("from_step")
+        if not isinstance(step, int):
+            return
+        for series in (*self.loss.values(), self.global_loss, self.samples_per_s, self.lr, self.eval_loss,
+                       self.eval_top1, self.eval_top5):
+            series.drop_after(step)
+        self.restarts = int(ev.get("restart") or 0)
+        self.step = step
+        self._recent.clear()  # the ETA is measured again from the resumed steps
 
     def _handle_warning(self, ev: protocol.Event) -> None:
         self.warnings.append(str(ev.get("message", "")))

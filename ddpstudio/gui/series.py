@@ -65,6 +65,15 @@ class Series:
             x, y = x.copy(), y.copy()
         return x, y
 
+    def drop_after(self, x: float) -> None:
+        """Forget the points past ``x`` (a restart trains those steps again); x must grow along the series."""
+        keep = int(np.searchsorted(self._x[:self._n], x, side="right"))
+        if keep == self._n and not (self.last is not None and self.last[0] > x):
+            return
+        self._n, self._acc = keep, [0.0, 0.0, 0]
+        self.last = (float(self._x[keep - 1]), float(self._y[keep - 1])) if keep else None
+        self.version += 1
+
     def clear(self) -> None:
         self._n, self.stride, self._acc, self.last = 0, 1, [0.0, 0.0, 0], None
         self.version += 1

@@ -89,7 +89,8 @@ class SetupForm(QWidget):
         e["batch_size"] = _spin(1, 1 << 20)
         e["batch_mode"] = _combo([("per-rank", "per rank: keep it on every rank"),
                                   ("split", "split it over the ranks")])
-        e["scale_lr"] = QCheckBox("Scale the learning rate by the number of ranks")
+        e["accumulate"] = _spin(1, 1 << 16, suffix=" micro-batches per step")
+        e["scale_lr"] = QCheckBox("Scale the learning rate with the effective batch")
         e["lr"] = QDoubleSpinBox()
         e["lr"].setDecimals(5)
         e["lr"].setRange(0.00001, 100.0)
@@ -101,7 +102,10 @@ class SetupForm(QWidget):
         e["max_steps"] = _spin(0, 1 << 30, special="no limit")
         e["workers"] = _spin(-1, 64, special="auto (for this machine)")
         e["checkpoint_dir"] = PathEdit(FOLDER, "Checkpoint folder", dialogs, "no checkpoints if empty")
+        e["checkpoint_every"] = _spin(0, 1 << 30, special="each epoch's end", suffix=" steps")
         e["resume"] = QCheckBox("Resume from the checkpoint in that folder")
+        e["keep_training"] = QCheckBox("Keep training if a rank crashes")
+        e["max_restarts"] = _spin(1, 1000, suffix=" restarts at most")
         self.effective = QLabel()
         self.effective.setWordWrap(True)
         self.effective.setAccessibleName("Effective batch")
@@ -115,13 +119,16 @@ class SetupForm(QWidget):
         dist = self._group("Distributed", [
             ("world_size", "Ranks:"), ("backend", "&Backend:"), ("store", "St&ore:"),
             ("store_path", "Store path:"), ("port", "Port:"), ("grad_exchange", "Gradient exchange:"),
-            ("grad_compression", "Gradient compression:"), ("rank_helper", ""), ("one_gpu_per_rank", "")])
+            ("grad_compression", "Gradient compression:"), ("rank_helper", ""), ("one_gpu_per_rank", ""),
+            ("keep_training", ""), ("max_restarts", "Restarts:")])
         self.training = self._group("Training", [
-            ("batch_size", "Batch si&ze:"), ("batch_mode", "Batch mode:"), ("scale_lr", ""),
+            ("batch_size", "Batch si&ze:"), ("batch_mode", "Batch mode:"), ("accumulate", "Accumulate:"),
+            ("scale_lr", ""),
             ("lr", "Learning rate:"), ("lr_schedule", "LR schedule:"), ("warmup_steps", "Warm-up steps:"),
             ("eval_every", "Evaluate every:"), ("epochs", "&Epochs:"), ("max_steps", "Max ste&ps:"),
-            ("workers", "DataLoader workers:"), ("checkpoint_dir", "&Checkpoints:"), ("resume", "")])
-        self.training.layout().insertRow(3, "Effective batch:", self.effective)
+            ("workers", "DataLoader workers:"), ("checkpoint_dir", "&Checkpoints:"),
+            ("checkpoint_every", "Checkpoint every:"), ("resume", "")])
+        self.training.layout().insertRow(4, "Effective batch:", self.effective)
         self._align_labels((what, dist, self.training))
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
@@ -209,6 +216,8 @@ class SetupForm(QWidget):
             world_size=e["world_size"].value(), backend=e["backend"].currentData(),
             store=e["store"].currentData(), store_path=e["store_path"].text(), port=e["port"].value(),
             batch_size=e["batch_size"].value(), batch_mode=e["batch_mode"].currentData(),
+            accumulate=e["accumulate"].value(), checkpoint_every=e["checkpoint_every"].value(),
+            keep_training=e["keep_training"].isChecked(), max_restarts=e["max_restarts"].value(),
             scale_lr=e["scale_lr"].isChecked(), lr=e["lr"].value(), epochs=e["epochs"].value(),
             max_steps=e["max_steps"].value(), workers=e["workers"].value(),
             checkpoint_dir=e["checkpoint_dir"].text(), resume=e["resume"].isChecked(),
@@ -231,10 +240,11 @@ class SetupForm(QWidget):
                 e[name].setText(getattr(state, name))
             e["dist_args"].setText(state.dist_args or DEFAULT_DIST_ARGS)
             for name in ("image_size", "world_size", "port", "batch_size", "epochs", "max_steps", "workers", "lr",
-                         "warmup_steps", "eval_every"):
+                         "warmup_steps", "eval_every", "accumulate", "checkpoint_every", "max_restarts"):
                 e[name].setValue(getattr(state, name))
             e["scale_lr"].setChecked(state.scale_lr)
             e["resume"].setChecked(state.resume)
+            e["keep_training"].setChecked(state.keep_training)
             e["rank_helper"].setChecked(state.rank_helper)
             e["one_gpu_per_rank"].setChecked(state.one_gpu_per_rank)
         finally:
@@ -262,6 +272,7 @@ class SetupForm(QWidget):
         self._set_row_visible("port", s.store == "tcp")
         self._set_row_visible("rank_helper", not recipe)
         self._set_row_visible("one_gpu_per_rank", not recipe)
+        self._set_row_visible("max_restarts", s.keep_training)
         self.training.setVisible(recipe)
 
     def set_gpus(self, ids: list[str]) -> None:
@@ -280,12 +291,13 @@ class SetupForm(QWidget):
         s = self.state()
         world = s.world_size or len(s.gpus) or self.world_hint  # auto: one rank per chosen GPU
         try:
-            per_rank, total = effective_batch(s.batch_size, world, s.batch_mode)
+            per_rank, total = effective_batch(s.batch_size, world, s.batch_mode, s.accumulate)
         except PolicyError as exc:
             self.effective.setText(str(exc))
             return
-        lr = s.lr * world if s.scale_lr else s.lr
-        self.effective.setText(f"{total} = {world} ranks × {per_rank} per rank · learning rate {lr:g}")
+        lr = s.lr * world * s.accumulate if s.scale_lr else s.lr
+        micro = f" × {s.accumulate} micro-batches" if s.accumulate > 1 else ""
+        self.effective.setText(f"{total} = {world} ranks × {per_rank} per rank{micro} · learning rate {lr:g}")
 
     def show_problems(self, problems: list[Problem] | tuple[Problem, ...]) -> None:
         """Mark each problem's field red with the reason under it; clear the others."""

@@ -101,10 +101,15 @@ class Trainer:
                                  num_workers=self.workers, drop_last=True,
                                  pin_memory=self.device.type == "cuda" and not self.synthetic,
                                  persistent_workers=self.workers > 0)
-        if len(self.loader) == 0:
+        self.accumulate = max(1, spec.accumulate)
+        # An optimizer step takes `accumulate` micro-batches; an epoch's remainder (fewer) is left out,
+        # so with drop_last a step sees exactly the samples one batch of batch x accumulate would.
+        self.steps_per_epoch = len(self.loader) // self.accumulate
+        if self.steps_per_epoch == 0:
+            accumulated = f" x {self.accumulate} micro-batches" if self.accumulate > 1 else ""
             raise ValueError(
-                f"{len(dataset)} samples are too few for {self.world_size} ranks x batch {spec.batch_size}; "
-                "lower the batch size or add data")
+                f"{len(dataset)} samples are too few for {self.world_size} ranks x batch {spec.batch_size}"
+                f"{accumulated}; lower the batch size or add data")
         model = build_model(spec.model, classes, spec.image_size).to(self.device)
         self.precision = precision.for_model(model, self.device.type, spec.amp)
         if self.precision.channels_last:
@@ -122,8 +127,15 @@ class Trainer:
             self.model = DDP(model, device_ids=device_ids, gradient_as_bucket_view=True, broadcast_buffers=False)
         from ddpstudio.rank.staged import register
 
-        register(self.model, self.plan.grad_exchange, self.plan.grad_compression)
-        self.lr = spec.lr * (self.world_size if spec.scale_lr else 1)
+        from ddpstudio.rank import exchangecount
+
+        # Tests count the exchanges through a hook wrapper (rank/exchangecount.py); runs register as always.
+        self.exchanges = exchangecount.register_counted(self.model, self.plan.grad_exchange,
+                                                        self.plan.grad_compression) if exchangecount.enabled() else None
+        if self.exchanges is None:
+            register(self.model, self.plan.grad_exchange, self.plan.grad_compression)
+        # The linear scaling rule against the effective batch: one micro-batch's lr x ranks x accumulate.
+        self.lr = spec.lr * (self.world_size * self.accumulate if spec.scale_lr else 1)
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=self.lr, momentum=0.9, weight_decay=1e-4)
         self.autocast_dtype = getattr(torch, self.precision.autocast) if self.precision.autocast else None
         self.scaler = torch.amp.GradScaler("cuda", enabled=self.precision.grad_scaler)
@@ -131,8 +143,8 @@ class Trainer:
             self.emit.emit(protocol.LOG, stream="recipe", line=f"precision: {self.precision.reason}")
         self.loss_fn = torch.nn.CrossEntropyLoss()
         self.epoch, self.skip, self.global_step = 0, 0, 0
-        self.reporter = Reporter(self.emit, self.rank, self.world_size, self.plan.grad_exchange, spec.batch_size,
-                                 spec.log_every)
+        self.reporter = Reporter(self.emit, self.rank, self.world_size, self.plan.grad_exchange,
+                                 spec.batch_size * self.accumulate, spec.log_every)
         self.current_lr, self.evaluated_at = self.lr, -1
         if spec.resume:
             self._resume()
@@ -176,11 +188,12 @@ class Trainer:
                 {"model": state, "optimizer": self.optimizer.state_dict(),
                  "scaler": self.scaler.state_dict(), "epoch": epoch, "step_in_epoch": step_in_epoch,
                  "epoch_complete": complete, "global_step": self.global_step,
-                 "model_name": self.spec.model, "world_size": self.world_size},
+                 "model_name": self.spec.model, "world_size": self.world_size, "accumulate": self.accumulate},
                 checkpoint_path(self.spec.checkpoint_dir),
                 info={"model": self.spec.model, "layout": layout(state), "global_step": self.global_step,
                       "epoch": epoch, "step_in_epoch": step_in_epoch, "epoch_complete": complete,
-                      "world_size": self.world_size, "epochs": self.spec.epochs, "max_steps": self.spec.max_steps})
+                      "world_size": self.world_size, "epochs": self.spec.epochs, "max_steps": self.spec.max_steps,
+                      "accumulate": self.accumulate})
             self.emit.emit(protocol.CHECKPOINT_SAVED, path=str(path), epoch=epoch, step=self.global_step)
         dist.barrier()
 
@@ -211,21 +224,38 @@ class Trainer:
             images = images.contiguous(memory_format=torch.channels_last)
         return images, labels
 
-    def _train_step(self, images, labels):
-        """One optimiser step; returns the loss as a tensor on the device (reading it would wait for the GPU)."""
+    def _train_step(self, it):
+        """One optimiser step over ``accumulate`` micro-batches drawn from ``it``; returns (the loss, the mean over
+        the micro-batches, as a tensor on the device: reading it would wait for the GPU; seconds waiting for data).
+
+        Every micro-batch but the last runs forward and backward inside DDP's ``no_sync()``: gradients add up in
+        place and only the last backward exchanges them (torch/nn/parallel/distributed.py ``no_sync``: "The
+        forward pass should be included inside the context manager, or else gradients will still be
+        synchronized"). Each loss is divided by ``accumulate``, so the sum is the gradient of the mean over all
+        of them: the gradient of one batch ``accumulate`` times as big (exactly so without BatchNorm).
+        """
+        from contextlib import nullcontext
+
         from ddpstudio.rank import schedule
 
         self.current_lr = schedule.lr_at(self.global_step, self.lr, self.spec.lr_schedule,
                                          self.spec.warmup_steps, self._total_steps())
         schedule.apply(self.optimizer, self.current_lr)
-        images, labels = self._to_device(images, labels)
-        with self._autocast():
-            loss = self.loss_fn(self.model(images), labels)
         self.optimizer.zero_grad(set_to_none=True)
-        self.scaler.scale(loss).backward()
+        n, total, waited = self.accumulate, None, 0.0
+        for i in range(n):
+            t_wait = time.perf_counter()
+            images, labels = next(it)
+            waited += time.perf_counter() - t_wait
+            images, labels = self._to_device(images, labels)
+            with self.model.no_sync() if i < n - 1 else nullcontext():
+                with self._autocast():
+                    loss = self.loss_fn(self.model(images), labels)
+                self.scaler.scale(loss / n if n > 1 else loss).backward()
+            total = loss.detach() if total is None else total + loss.detach()
         self.scaler.step(self.optimizer)
         self.scaler.update()
-        return loss.detach()
+        return (total / n if n > 1 else total), waited
 
     def _done(self) -> bool:
         return self.spec.max_steps is not None and self.global_step >= self.spec.max_steps
@@ -233,13 +263,13 @@ class Trainer:
     def _report(self) -> list:
         """Read, check and report the pending steps (a collective: every rank calls it at the same steps)."""
         return self.reporter.flush(
-            {"steps_per_epoch": len(self.loader), "total_steps": self._total_steps()},
+            {"steps_per_epoch": self.steps_per_epoch, "total_steps": self._total_steps()},
             DIVERGED_HINT.format(lr=self.lr))
 
     def run(self) -> None:
         from ddpstudio.rank.reporting import Pending
 
-        spec, batch = self.spec, self.spec.batch_size
+        spec, batch = self.spec, self.spec.batch_size * self.accumulate  # samples per optimizer step and rank
         while self.epoch < spec.epochs and not self._done():
             epoch = self.epoch
             self.sampler.set_epoch(epoch)
@@ -249,25 +279,29 @@ class Trainer:
             it = iter(self.loader)
             t_prev = time.perf_counter()
             self.reporter.restart_clock()
-            for step_in_epoch in range(len(self.loader)):
-                t_wait = time.perf_counter()
-                images, labels = next(it)
+            for step_in_epoch in range(self.steps_per_epoch):  # optimizer steps
                 if step_in_epoch < self.skip:  # resuming mid-epoch: same order, skip what was done
+                    for _ in range(self.accumulate):
+                        next(it)
                     t_prev = time.perf_counter()
                     continue
-                waited = time.perf_counter() - t_wait
-                loss = self._train_step(images, labels)
+                loss, waited = self._train_step(it)
                 self.global_step += 1
                 now = time.perf_counter()
                 dt, t_prev = now - t_prev, now
                 wait_total, n = wait_total + waited, n + 1
-                self.reporter.add(Pending(self.global_step, epoch, loss, self.current_lr, time.time(), dt, waited))
+                self.reporter.add(Pending(self.global_step, epoch, loss, self.current_lr, time.time(), dt, waited,
+                                          self.exchanges.count if self.exchanges is not None else None))
                 evaluate = bool(spec.eval_every and self.global_step % spec.eval_every == 0)
-                last = self._done() or step_in_epoch == len(self.loader) - 1
-                if self.reporter.due or evaluate or last:  # the same steps on every rank
+                last = self._done() or step_in_epoch == self.steps_per_epoch - 1
+                save = bool(spec.checkpoint_every and self.global_step % spec.checkpoint_every == 0 and not last)
+                if self.reporter.due or evaluate or last or save:  # the same steps on every rank
                     loss_sum += sum(r.mean_loss for r in self._report())
                 if evaluate:
                     self._evaluate(epoch)
+                if save:  # between optimizer steps: never mid-accumulation (the epoch's end saves below)
+                    self._save(epoch, step_in_epoch + 1, False)
+                if evaluate or save:
                     t_prev = time.perf_counter()
                     self.reporter.restart_clock()
                 if self._done():
@@ -275,7 +309,7 @@ class Trainer:
             self.skip = 0
             loss_sum += sum(r.mean_loss for r in self._report())  # nothing pending after a full epoch
             duration = time.perf_counter() - t_epoch
-            complete = step_in_epoch == len(self.loader) - 1
+            complete = step_in_epoch == self.steps_per_epoch - 1
             if self.rank == 0:
                 self.emit.emit(protocol.EPOCH_END, rank=None, epoch=epoch, loss=loss_sum / n if n else 0.0,
                                duration_s=duration,
@@ -315,7 +349,7 @@ class Trainer:
             self.emit.emit(protocol.MODEL_SAVED, rank=None, path=str(path), step=self.global_step)
 
     def _total_steps(self) -> int:
-        total = len(self.loader) * self.spec.epochs
+        total = self.steps_per_epoch * self.spec.epochs
         return min(total, self.spec.max_steps) if self.spec.max_steps else total
 
     def close(self) -> None:

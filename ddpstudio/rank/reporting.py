@@ -49,6 +49,7 @@ class Pending:
     t: float  # wall time at the step's end, as the host saw it
     dt: float  # seconds since the previous step's end
     waited: float  # of which waiting for the data loader
+    exchanges: int | None = None  # gradient exchanges so far, where a test counts them (rank/exchangecount.py)
 
 
 @dataclass(frozen=True)
@@ -110,8 +111,9 @@ class Reporter:
         reported = []
         for i, (p, loss, mean) in enumerate(zip(pending, losses, means)):
             rate = self.batch / p.dt if p.dt > 0 else None
+            counted = {} if p.exchanges is None else {"exchanges": p.exchanges}
             self.emit.emit(protocol.STEP, t=p.t, step=p.step, epoch=p.epoch, loss=loss if math.isfinite(loss) else None,
-                           lr=p.lr, samples_per_s=rate, data_wait=p.waited / p.dt if p.dt > 0 else 0.0)
+                           lr=p.lr, samples_per_s=rate, data_wait=p.waited / p.dt if p.dt > 0 else 0.0, **counted)
             if bad is not None and i >= bad:
                 continue
             reported.append(Reported(p.step, mean))

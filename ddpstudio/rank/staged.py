@@ -79,21 +79,28 @@ def staged_hook(state: StagedState, bucket: dist.GradBucket) -> torch.futures.Fu
     return dist.all_reduce(buf, group=group, async_op=True).get_future().then(copy_back)
 
 
-def register(model: Any, mode: str, compression: str = "none", group: Any = None) -> str:
-    """Register the hook ``mode``/``compression`` need on a DDP model; returns the mode it runs.
+def hook_for(mode: str, compression: str = "none", group: Any = None) -> tuple[Any, Any] | None:
+    """The (state, hook) ``mode``/``compression`` need, or ``None`` for DDP's own all-reduce.
 
     ``native`` with fp16 uses torch's ``fp16_compress_hook`` (which all-reduces
-    on the gradients' device); ``native`` without compression registers nothing.
+    on the gradients' device); ``native`` without compression needs no hook.
     """
     fp16 = compression == FP16
     if mode == STAGED:
-        model.register_comm_hook(StagedState(group, fp16), staged_hook)
-        return STAGED
+        return StagedState(group, fp16), staged_hook
     if fp16:
         from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import fp16_compress_hook
 
-        model.register_comm_hook(group, fp16_compress_hook)
-    return NATIVE
+        return group, fp16_compress_hook
+    return None
+
+
+def register(model: Any, mode: str, compression: str = "none", group: Any = None) -> str:
+    """Register the hook ``mode``/``compression`` need on a DDP model; returns the mode it runs."""
+    chosen = hook_for(mode, compression, group)
+    if chosen is not None:
+        model.register_comm_hook(*chosen)
+    return STAGED if mode == STAGED else NATIVE
 
 
 class StagedWork:

@@ -49,6 +49,8 @@ class RunEnding:
                   "summary": root.summary() if root else (verdict.summary if verdict else None),
                   "stop_reason": self.stop_reason or None,
                   "exit_codes": {str(r.rank): r.exit_code for r in self.ranks}, "world_size": self.world_seen}
+        if self.restarts:
+            result["restarts"] = self.restarts  # core/launch/restart.py
         if verdict is not None and verdict.last_output:
             result["last_output"] = verdict.last_output
         self.run.write_json(self.run.result, result)
@@ -61,7 +63,7 @@ class RunEnding:
         self.emit(protocol.make_event(protocol.RUN_FINISHED, state=self.state.value, duration_s=duration,
                                       root_cause=result["root_cause"], summary=result["summary"],
                                       run_dir=self.plan.run_dir, world_size=self.world_seen,
-                                      **extra(result, "last_output")))
+                                      **extra(result, "last_output", "restarts")))
         self.tree.close()
         if self._history is not None:
             self._history.close()

@@ -32,6 +32,7 @@ from ddpstudio.core.launch.lossparse import LossScraper
 from ddpstudio.core.launch.planfile import PlanError, read_plan
 from ddpstudio.core.launch.rankproc import RankProc, RunState
 from ddpstudio.core.launch.records import RunRecords
+from ddpstudio.core.launch.restart import RunRestarts
 from ddpstudio.core.launch.rootcause import RankFailure
 from ddpstudio.core.launch.rundir import RunDir
 from ddpstudio.core.launch.scriptsteps import ScriptSteps
@@ -47,9 +48,10 @@ from ddpstudio.core.process.proctree import SWEEP_GRACE_S, make_tree
 __all__ = ["Launcher", "RankProc", "RunState", "listen_for_stop", "main", "refuse", "run"]
 
 
-class Launcher(RankIntake, RunRecords, RunEnding):
+class Launcher(RankIntake, RunRecords, RunEnding, RunRestarts):
     """One run's launcher. Here: start, the loop, stopping, reaping. Its other parts, over the same state:
-    reading what the ranks say (``intake``), its records (``records``), its ending (``ending``)."""
+    reading what the ranks say (``intake``), its records (``records``), its ending (``ending``), its
+    restarts after a crash (``restart``)."""
 
     def __init__(self, plan: Plan, out: TextIO | None = None, platform: Platform | None = None,
                  poll_s: float = 0.1) -> None:
@@ -69,6 +71,7 @@ class Launcher(RankIntake, RunRecords, RunEnding):
         self._stop_deadline: float | None = None
         self._killed = False
         self.t0 = time.time()
+        self._attempt_t0 = self.t0  # when the ranks were last started (a restart starts them again)
         self._watchdog_fired = False
         self.store_preexisted = bool(plan.store_path and os.path.exists(plan.store_path))
         self._launcher_created: float | None = None
@@ -88,6 +91,7 @@ class Launcher(RankIntake, RunRecords, RunEnding):
     def emit(self, event: protocol.Event) -> None:
         if event.type == protocol.RANK_JOINED and isinstance(event.get("world_size"), int):
             self.world_seen = max(self.world_seen or 0, event.get("world_size"))
+        self._note_checkpoint(event)
         line = event.to_line() + "\n"
         if self._merged is not None:
             self._merged.write(line)
@@ -116,7 +120,7 @@ class Launcher(RankIntake, RunRecords, RunEnding):
         plan_path = str(self.plan.write(self.run.plan))
         if self.plan.store_path:
             Path(self.plan.store_path).parent.mkdir(parents=True, exist_ok=True)
-        self.t0 = time.time()
+        self.t0 = self._attempt_t0 = time.time()
         self._history = HistoryWriter(self.plan.run_dir, self.plan, self.t0)
         p = self.plan
         self.emit(protocol.make_event(
@@ -138,15 +142,17 @@ class Launcher(RankIntake, RunRecords, RunEnding):
         self._history.watch({} if self.spawned else {r.rank: r.proc.pid for r in self.ranks})
         self.state = RunState.RUNNING
 
-    def _spawn(self, rank: int, plan_path: str) -> None:
+    def _spawn(self, rank: int, plan_path: str, before: RankProc | None = None) -> None:
+        """Start one rank; after a restart (``before``: its predecessor) its files are read on where they were."""
         out = open(self.run.stdout(rank), "ab")
         err = open(self.run.stderr(rank), "ab")
         cmd = rank_command(self.plan, rank, plan_path)
         env = rank_env(self.plan, rank, str(self.run.events_dir))
         cwd = self.plan.script.cwd if self.plan.script and self.plan.script.cwd else None
         proc = self.tree.spawn(cmd, env, cwd, out, err)
-        rp = RankProc(rank, proc, LineTail(self.run.rank_events(rank)), LineTail(self.run.stdout(rank)),
-                      LineTail(self.run.stderr(rank)), [out, err],
+        tails = (before.events, before.out, before.err) if before is not None else (
+            LineTail(self.run.rank_events(rank)), LineTail(self.run.stdout(rank)), LineTail(self.run.stderr(rank)))
+        rp = RankProc(rank, proc, *tails, [out, err],
                       scraper=LossScraper() if self.plan.script and not self.spawned else None,
                       created=create_time(proc.pid))
         self.ranks.append(rp)
@@ -176,6 +182,8 @@ class Launcher(RankIntake, RunRecords, RunEnding):
                     self.tree.kill()
                     self._killed = True
             if all(r.exit_code is not None for r in self.ranks):
+                if self._restart_due() and self._restart():
+                    continue  # the group runs again (core/launch/restart.py)
                 break
             self.stop_requested.wait(self.poll_s) if self.state is RunState.RUNNING else time.sleep(self.poll_s)
         self._pump(final=True)
@@ -244,7 +252,7 @@ class Launcher(RankIntake, RunRecords, RunEnding):
     def _watchdog(self) -> None:
         if self._watchdog_fired or all(r.joined for r in self.ranks):
             return
-        if time.time() - self.t0 < self.plan.rendezvous_timeout + 5:
+        if time.time() - self._attempt_t0 < self.plan.rendezvous_timeout + 5:
             return
         self._watchdog_fired = True
         if not any(r.in_group for r in self.ranks) and any(r.trained and r.watched for r in self.ranks):

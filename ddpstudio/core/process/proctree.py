@@ -72,6 +72,10 @@ class ProcessTree:
     def alive(self) -> list[subprocess.Popen]:
         return [p for p in self.procs if p.poll() is None]
 
+    def forget_exited(self) -> None:
+        """Before a restart: the exited ranks are no longer ours to signal (their pids may be reused)."""
+        self.procs = self.alive()
+
     def terminate(self) -> None:
         if self.stop_file is not None:
             ask_ranks_to_stop(self.stop_file)
