@@ -1,0 +1,132 @@
+"""'ddpstudio export-job': a run handed to torchrun (two real node agents over loopback, 2 x 2 Gloo ranks)
+and to SLURM (the sbatch script under stand-in srun/scontrol: no SLURM here), read back by 'ddpstudio runs'."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from ddpstudio.core import protocol
+from ddpstudio.core.rendezvous.ports import find_free_port
+
+STANDINS = Path(__file__).parent / "standins" / "slurm"
+VENV_BIN = str(Path(sys.executable).parent)  # torchrun lies beside the interpreter
+# The built-in perceptron on tiny images: its loss falls within a few steps at lr 0.1 (as in test_nodes_run.py).
+TRAIN = ["run", "--model", "mlp", "--batch-size", "8", "--image-size", "8", "--lr", "0.1", "--max-steps", "6"]
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "ddpstudio", *args], capture_output=True, text=True, timeout=120,
+                          stdin=subprocess.DEVNULL)
+
+
+def export(out: Path, options: list[str], source: list[str]) -> Path:
+    """``ddpstudio export-job OPTIONS -o OUT SOURCE``: the job file, written."""
+    done = cli("export-job", *options, "-o", str(out), *source)
+    assert done.returncode == 0, done.stderr
+    return out
+
+
+def rank_events(run_dir: Path) -> dict[int, list[protocol.Event]]:
+    out = {}
+    for path in sorted((run_dir / "events").glob("rank*.jsonl")):
+        parser = protocol.EventParser()
+        out[int(path.stem[4:])] = [e for line in path.read_text(encoding="utf-8").splitlines()
+                                   for e in parser.feed(line)]
+    return out
+
+
+def stop_group(proc: subprocess.Popen) -> None:
+    """Kill a node's whole session (bash, torchrun's agent, its ranks) if it is still there."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait(10)
+
+
+def session_members(sid: int) -> list[psutil.Process]:
+    found = []
+    for p in psutil.process_iter():
+        try:
+            if os.getsid(p.pid) == sid and p.status() != psutil.STATUS_ZOMBIE:
+                found.append(p)
+        except (OSError, psutil.Error):
+            continue
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.posix_only("torchrun's elastic agent does not start on Windows wheels (pytorch #148283)")
+@pytest.mark.timeout(235)
+def test_torchrun_export_trains_on_two_node_agents_and_reads_as_a_run(tmp_path, studio_home):
+    port = find_free_port()
+    job = export(tmp_path / "job.sh", ["--to", "torchrun", "--nodes", "2", "--gpus-per-node", "2", "--host",
+                                       "127.0.0.1", "--port", str(port)], TRAIN)
+    assert f"--rdzv-endpoint \"$HEAD_NODE:{port}\"" in job.read_text()
+    run_dir = studio_home / "runs" / "from-torchrun"
+    env = {**os.environ, "DDPSTUDIO_RUN_DIR": str(run_dir), "PATH": VENV_BIN + os.pathsep + os.environ["PATH"]}
+    nodes = [subprocess.Popen(["bash", str(job)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              stdin=subprocess.DEVNULL, text=True, start_new_session=True) for _ in range(2)]
+    deadline = time.monotonic() + 200
+    try:
+        outputs = [n.communicate(timeout=max(1.0, deadline - time.monotonic()))[0] for n in nodes]
+    finally:
+        for n in nodes:
+            stop_group(n)
+    assert [n.returncode for n in nodes] == [0, 0], outputs
+    for n in nodes:  # torchrun's agents and their ranks: nothing of either node's session is left
+        assert session_members(n.pid) == []
+
+    events = rank_events(run_dir)
+    assert sorted(events) == [0, 1, 2, 3]
+    joined = [e for evs in events.values() for e in evs if e.type == protocol.RANK_JOINED]
+    assert sorted((e.get("global_rank"), e.get("local_rank"), e.get("group_size")) for e in joined) == [
+        (0, 0, 4), (1, 1, 4), (2, 0, 4), (3, 1, 4)]
+    losses = [e.get("loss") for e in events[0] if e.type == protocol.GLOBAL_STEP]
+    assert len(losses) == 6 and losses[-1] < losses[0]
+
+    listed = cli("runs", "--json")
+    assert listed.returncode == 0, listed.stderr
+    (entry,) = [r for r in json.loads(listed.stdout)["runs"] if r["run_dir"] == str(run_dir)]
+    assert entry["world_size"] == 4 and entry["nodes"] == 2 and entry["backend"] == "gloo"
+    assert entry["final_loss"] == pytest.approx(losses[-1])
+
+
+def test_slurm_script_is_valid_bash_and_hands_nodes_and_endpoint_to_torchrun(tmp_path, studio_home):
+    job = export(tmp_path / "job.sbatch", ["--to", "slurm", "--nodes", "3", "--gpus-per-node", "4", "--port",
+                                           "29511", "--max-restarts", "2"], TRAIN)
+    text = job.read_text()
+    assert subprocess.run(["bash", "-n", str(job)], capture_output=True).returncode == 0
+    assert "#SBATCH --nodes=3" in text and "#SBATCH --ntasks-per-node=1" in text
+
+    record, srun_record = tmp_path / "torchrun.jsonl", tmp_path / "srun.txt"
+    run_dir = tmp_path / "shared" / "run"
+    env = {**os.environ, "PATH": str(STANDINS) + os.pathsep + os.environ["PATH"], "TORCHRUN_RECORD": str(record),
+           "SRUN_RECORD": str(srun_record), "SLURM_JOB_NODELIST": "gpu-a,gpu-b,gpu-c", "SLURM_JOB_NUM_NODES": "3",
+           "SLURM_JOB_ID": "4242", "DDPSTUDIO_RUN_DIR": str(run_dir)}
+    done = subprocess.run(["bash", str(job)], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "--ntasks-per-node=1" in srun_record.read_text().split()
+
+    calls = [json.loads(line) for line in record.read_text().splitlines()]
+    assert sorted(c["node"] for c in calls) == ["gpu-a", "gpu-b", "gpu-c"]
+    from torch.distributed.run import get_args_parser  # torchrun's own parser reads what the script gives it
+
+    for call in calls:
+        assert call["events_dir"] == str(run_dir / "events")
+        args = get_args_parser().parse_args(call["argv"])
+        assert (args.nnodes, args.nproc_per_node, args.rdzv_backend) == ("3", "4", "c10d")
+        assert (args.rdzv_endpoint, args.rdzv_id, args.max_restarts) == ("gpu-a:29511", "4242", 2)
+        assert args.module and args.training_script == "ddpstudio.rank.recipe"
+        assert args.training_script_args == [str(run_dir / "plan.json"), "--init-method", "env://"]
+    plan = json.loads((run_dir / "plan.json").read_text())
+    assert (plan["world_size"], plan["nodes"], plan["init_method"]) == (12, 3, "env://")
