@@ -15,6 +15,7 @@ import psutil
 import pytest
 
 from ddpstudio.core import protocol
+from ddpstudio.core.plan import Plan, RecipeSpec, ScriptSpec
 from ddpstudio.core.rendezvous.ports import find_free_port
 
 STANDINS = Path(__file__).parent / "standins" / "slurm"
@@ -130,3 +131,58 @@ def test_slurm_script_is_valid_bash_and_hands_nodes_and_endpoint_to_torchrun(tmp
         assert args.training_script_args == [str(run_dir / "plan.json"), "--init-method", "env://"]
     plan = json.loads((run_dir / "plan.json").read_text())
     assert (plan["world_size"], plan["nodes"], plan["init_method"]) == (12, 3, "env://")
+
+
+def _windows_run(studio_home: Path, **request) -> Plan:
+    """A past run from a Windows workstation (the platform seam): its plan written into the runs folder."""
+    from ddpstudio.core.gpu import detect_inventory
+    from ddpstudio.core.platform import WINDOWS
+    from ddpstudio.core.policy import Request, build_plan, write_plan
+
+    loop = {"Loopback Pseudo-Interface 1": ["127.0.0.1"]}
+    plan = build_plan(Request(store="tcp", **request), WINDOWS, detect_inventory(), interfaces=loop)
+    write_plan(plan)
+    return plan
+
+
+def test_a_windows_run_goes_to_linux_gpus_without_this_machines_settings(studio_home, capsys):
+    from ddpstudio.cli.main import main
+
+    past = _windows_run(studio_home, recipe=RecipeSpec(model="mlp"))
+    assert {"GLOO_SOCKET_IFNAME", "USE_LIBUV"} <= set(past.env)
+    assert main(["export-job", "--to", "torchrun", "--nodes", "2", "--gpus-per-node", "8", "--device", "cuda",
+                 past.run_id]) == 0
+    text = capsys.readouterr().out
+    header = text.split("set -euo pipefail")[0]
+    assert f"exported from run {past.run_id}" in header and "backend nccl on cuda" in header
+    assert "dropped GLOO_SOCKET_IFNAME" in header and "dropped USE_LIBUV" in header
+    assert "export GLOO_SOCKET_IFNAME" not in text and "export USE_LIBUV" not in text
+    assert 'HEAD_NODE="${HEAD_NODE:?' in text  # no --host: the user names the first node when it runs
+    plan = json.loads(text.split("<<'DDPSTUDIO_PLAN'\n")[1].split("\nDDPSTUDIO_PLAN\n")[0])
+    assert (plan["backend"], plan["device"], plan["world_size"], plan["env"]) == ("nccl", "cuda", 16, {})
+    assert plan["run_id"] != past.run_id and plan["grad_exchange"] == "native"
+
+
+def test_an_args_style_script_gets_each_ranks_arguments_from_torchruns_environment(tmp_path, studio_home):
+    from ddpstudio.core.jobs.job import Shape, cluster_job
+
+    script = tmp_path / "train.py"
+    script.write_text("import json, sys\nprint(json.dumps(sys.argv[1:]))\n")
+    past = _windows_run(studio_home, script=ScriptSpec(path=str(script), args=["--epochs", "2"], style="args"))
+    job = cluster_job(past, Shape(nodes=2, procs_per_node=2), "a test")
+    assert job.entry[:3] == ["--no-python", "sh", "-c"]  # what torchrun starts per rank: a shell fills the rank
+    env = {**os.environ, "PATH": VENV_BIN + os.pathsep + os.environ["PATH"], "RANK": "3", "LOCAL_RANK": "1"}
+    done = subprocess.run(["sh", "-c", job.entry[3]], env=env, capture_output=True, text=True, timeout=60)
+    assert json.loads(done.stdout) == ["--epochs", "2", "--dist-url", "env://", "--dist-backend", "gloo",
+                                       "--world-size", "4", "--rank", "3"]
+
+
+def test_a_spawn_style_script_is_refused_with_the_reason(tmp_path, studio_home, capsys):
+    from ddpstudio.cli.main import main
+
+    script = tmp_path / "spawner.py"
+    script.write_text("print('hi')\n")
+    past = _windows_run(studio_home, script=ScriptSpec(path=str(script), style="spawn",
+                                                       dist_args="--world-size 1 --rank 0"))
+    assert main(["export-job", "--to", "slurm", past.run_dir]) == 2
+    assert "spawn-style script starts its own ranks" in capsys.readouterr().err
