@@ -161,6 +161,18 @@ def test_a_windows_run_goes_to_linux_gpus_without_this_machines_settings(studio_
     plan = json.loads(text.split("<<'DDPSTUDIO_PLAN'\n")[1].split("\nDDPSTUDIO_PLAN\n")[0])
     assert (plan["backend"], plan["device"], plan["world_size"], plan["env"]) == ("nccl", "cuda", 16, {})
     assert plan["run_id"] != past.run_id and plan["grad_exchange"] == "native"
+    assert plan["recipe"]["workers"] is None  # each node chooses for its own cores, not this machine's number
+
+
+def test_run_options_may_name_the_clusters_data_folder(studio_home, capsys):
+    from ddpstudio.cli.main import main
+
+    assert main(["export-job", "--to", "slurm", "--nodes", "2", "run", "--model", "mlp", "--data",
+                 "/cluster/imagenet", "--workers", "6"]) == 0  # no such folder here: it lives on the cluster
+    text = capsys.readouterr().out
+    assert "the data at /cluster/imagenet on every node" in text.split("set -euo pipefail")[0]
+    plan = json.loads(text.split("<<'DDPSTUDIO_PLAN'\n")[1].split("\nDDPSTUDIO_PLAN\n")[0])
+    assert (plan["recipe"]["data_dir"], plan["recipe"]["workers"]) == ("/cluster/imagenet", 6)
 
 
 def test_an_args_style_script_gets_each_ranks_arguments_from_torchruns_environment(tmp_path, studio_home):

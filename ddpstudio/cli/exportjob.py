@@ -46,7 +46,8 @@ def _error(message: str) -> int:
 
 
 def source_plan(source: list[str]):
-    """(plan, where it came from) for a run id/folder or ``run OPTIONS``; an exit status on bad input."""
+    """(plan, where it came from, DataLoader workers asked for) for a run id/folder or ``run OPTIONS``;
+    an exit status on bad input."""
     from ddpstudio.cli.export import run_folder
     from ddpstudio.core.plan import Plan
 
@@ -57,14 +58,17 @@ def source_plan(source: list[str]):
         from ddpstudio.cli.run import plan_or_exit
         from ddpstudio.core.platform import current
 
-        plan = plan_or_exit(_parser().parse_args(source), current())
-        return plan if isinstance(plan, int) else (plan, "the run options given")
+        run_args = _parser().parse_args(source)
+        # The data, the script and free ports belong to the cluster, not this machine.
+        elsewhere = {"script", "cwd", "port", "data_folder"} | ({"data_dir"} if run_args.data else set())
+        plan = plan_or_exit(run_args, current(), frozenset(elsewhere))
+        return plan if isinstance(plan, int) else (plan, "the run options given", run_args.workers)
     if len(source) > 1:
         return _error(f"unexpected arguments {' '.join(source[1:])!r}: give one run, or 'run' and its options")
     folder = run_folder(source[0])
     if folder is None:
         return _error(f"no run {source[0]!r}: give a run id from 'ddpstudio runs' or a run folder")
-    return Plan.read(folder / "plan.json"), f"run {folder.name}"
+    return Plan.read(folder / "plan.json"), f"run {folder.name}", None
 
 
 def main(args: argparse.Namespace) -> int:
@@ -75,12 +79,12 @@ def main(args: argparse.Namespace) -> int:
     found = source_plan(list(args.source))
     if isinstance(found, int):
         return found
-    plan, where = found
+    plan, where, workers = found
     plan.run_id = new_run_id()  # the cluster's run is a new run, beside the one it came from
     shape = Shape(nodes=args.nodes, procs_per_node=args.gpus_per_node or plan.ranks_per_node, port=args.port,
                   max_restarts=args.max_restarts, host=args.host, device=args.device)
     try:
-        job = cluster_job(plan, shape, where)
+        job = cluster_job(plan, shape, where, workers)
     except JobError as exc:
         return _error(str(exc))
     text = {"torchrun": torchrun, "slurm": slurm}[args.to].render(job)

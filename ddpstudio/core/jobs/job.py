@@ -63,8 +63,10 @@ class Job:
         return " ".join(plan_file if part == "{plan}" else shlex.quote(part) for part in self.entry)
 
 
-def cluster_job(plan: Plan, shape: Shape, source: str) -> Job:
-    """``plan`` (a past run's or freshly built) as a job of ``shape.nodes`` x ``shape.procs_per_node`` ranks."""
+def cluster_job(plan: Plan, shape: Shape, source: str, workers: int | None = None) -> Job:
+    """``plan`` (a past run's or freshly built) as a job of ``shape.nodes`` x ``shape.procs_per_node`` ranks.
+    ``workers``: DataLoader workers the user asked for; None lets each node choose for its own cores
+    (core/dataworkers.py workers_in_rank), not keep the number chosen for this machine."""
     if shape.nodes < 1 or shape.procs_per_node < 1:
         raise JobError("--nodes and --gpus-per-node must be at least 1")
     if shape.max_restarts < 0:
@@ -97,13 +99,14 @@ def cluster_job(plan: Plan, shape: Shape, source: str) -> Job:
                       master_addr="", master_port=None, env=env, python="", grad_exchange=exchange, run_dir="",
                       reasons=[f"exported from {source} for a cluster of {shape.nodes} node(s)"])
     if plan.recipe is not None:
-        recipe = plan.recipe
+        recipe = cluster.recipe = replace(plan.recipe, workers=workers)
         cluster.effective_batch = recipe.batch_size * shape.world_size
         cluster.lr = recipe.lr * (shape.world_size if recipe.scale_lr else 1)
         entry = ["-m", "ddpstudio.rank.recipe", "{plan}", "--init-method", "env://"]
         translated.append(f"the built-in recipe: {recipe.model} on {recipe.data} data, batch {recipe.batch_size} "
-                          f"per rank (effective {cluster.effective_batch}), {recipe.workers} data worker(s) per "
-                          "rank as chosen for this machine")
+                          f"per rank (effective {cluster.effective_batch}), "
+                          + (f"{workers} data worker(s) per rank" if workers is not None else
+                             "data workers chosen on each node for its cores"))
         if recipe.data_dir:
             left.append(f"the data at {recipe.data_dir} on every node (or change data_dir in the plan)")
         if recipe.checkpoint_dir:
