@@ -198,3 +198,31 @@ def test_a_spawn_style_script_is_refused_with_the_reason(tmp_path, studio_home, 
                                                        dist_args="--world-size 1 --rank 0"))
     assert main(["export-job", "--to", "slurm", past.run_dir]) == 2
     assert "spawn-style script starts its own ranks" in capsys.readouterr().err
+
+
+def test_skypilot_task_parses_as_json_and_its_run_hands_skypilots_nodes_to_torchrun(tmp_path, studio_home, capsys):
+    from torch.distributed.run import get_args_parser
+
+    from ddpstudio.cli.main import main
+
+    assert main(["export-job", "--to", "skypilot", "--nodes", "2", "--gpus-per-node", "4", "--device", "cuda",
+                 "--accelerator", "H100", "--port", "29512", *TRAIN]) == 0
+    text = capsys.readouterr().out
+    task = json.loads("\n".join(line for line in text.splitlines() if not line.startswith("#")))  # YAML 1.2 too
+    assert (task["num_nodes"], task["resources"]) == (2, {"accelerators": "H100:4"})
+
+    record, run_dir = tmp_path / "torchrun.jsonl", tmp_path / "run"
+    for rank in (0, 1):  # what SkyPilot gives each node's run section
+        env = {**os.environ, "PATH": str(STANDINS) + os.pathsep + os.environ["PATH"], "TORCHRUN_RECORD": str(record),
+               "SKYPILOT_NODE_IPS": "10.0.0.7\n10.0.0.8", "SKYPILOT_NODE_RANK": str(rank),
+               "SKYPILOT_NUM_NODES": "2", "SKYPILOT_NUM_GPUS_PER_NODE": "4", "DDPSTUDIO_RUN_DIR": str(run_dir)}
+        done = subprocess.run(["bash", "-c", task["run"]], env=env, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+    calls = [json.loads(line) for line in record.read_text().splitlines()]
+    assert len(calls) == 2
+    for call in calls:
+        args = get_args_parser().parse_args(call["argv"])
+        assert (args.nnodes, args.nproc_per_node, args.rdzv_endpoint) == ("2", "4", "10.0.0.7:29512")
+        assert args.training_script == "ddpstudio.rank.recipe" and call["events_dir"] == str(run_dir / "events")
+    plan = json.loads((run_dir / "plan.json").read_text())
+    assert (plan["world_size"], plan["backend"], plan["device"]) == (8, "nccl", "cuda")

@@ -1,4 +1,4 @@
-"""``ddpstudio export-job RUN --to torchrun|slurm``: a past run, or ``run`` options, as a cluster job.
+"""``ddpstudio export-job RUN --to torchrun|slurm|skypilot``: a past run, or ``run`` options, as a cluster job.
 
     ddpstudio export-job 20261126-204501-ab12cd --to slurm --nodes 4 --gpus-per-node 8 -o job.sbatch
     ddpstudio export-job --to torchrun --nodes 2 --host 10.0.0.1 run --model resnet50 --data /data/imagenet
@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 EXIT_BAD_INPUT = 2
-ENGINES = ("torchrun", "slurm")
+ENGINES = ("torchrun", "slurm", "skypilot")
 
 
 def add_parser(sub) -> None:
@@ -24,8 +24,8 @@ def add_parser(sub) -> None:
                        description="Hand a past run, or the options 'ddpstudio run' takes, to the engines "
                                    "clusters use. The output's comment header says what was translated and "
                                    "what is left to you.")
-    p.add_argument("--to", required=True, choices=ENGINES, help="torchrun (a script each node runs) or slurm "
-                                                                "(an sbatch script)")
+    p.add_argument("--to", required=True, choices=ENGINES, help="torchrun (a script each node runs), slurm "
+                                                                "(an sbatch script) or skypilot (a task YAML)")
     p.add_argument("--nodes", type=int, default=1, help="machines (default 1)")
     p.add_argument("--gpus-per-node", type=int, metavar="G",
                    help="processes per node, one per GPU (default: the run's ranks on one machine)")
@@ -33,6 +33,7 @@ def add_parser(sub) -> None:
                                                              "cuda uses NCCL, cpu uses Gloo")
     p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"rendezvous port (default {DEFAULT_PORT})")
     p.add_argument("--host", help="torchrun: the first node's address (default: HEAD_NODE set when it runs)")
+    p.add_argument("--accelerator", default="A100", help="skypilot: the GPU type to ask for (default A100)")
     p.add_argument("--max-restarts", type=int, default=0, metavar="K", help="torchrun restarts (default 0)")
     p.add_argument("-o", "--output", metavar="FILE", help="write here (default: print)")
     p.add_argument("source", nargs=argparse.REMAINDER, metavar="RUN | run OPTIONS...",
@@ -72,7 +73,7 @@ def source_plan(source: list[str]):
 
 
 def main(args: argparse.Namespace) -> int:
-    from ddpstudio.core.jobs import slurm, torchrun
+    from ddpstudio.core.jobs import skypilot, slurm, torchrun
     from ddpstudio.core.jobs.job import JobError, Shape, cluster_job
     from ddpstudio.core.policy import new_run_id
 
@@ -87,7 +88,8 @@ def main(args: argparse.Namespace) -> int:
         job = cluster_job(plan, shape, where, workers)
     except JobError as exc:
         return _error(str(exc))
-    text = {"torchrun": torchrun, "slurm": slurm}[args.to].render(job)
+    text = skypilot.render(job, args.accelerator) if args.to == "skypilot" else \
+        {"torchrun": torchrun, "slurm": slurm}[args.to].render(job)
     if not args.output:
         sys.stdout.write(text)
         return 0

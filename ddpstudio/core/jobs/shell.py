@@ -44,9 +44,9 @@ def run_dir_lines(job: Job, default: str) -> list[str]:
     return lines
 
 
-def torchrun_words(job: Job, nnodes: str, endpoint: str, rdzv_id: str) -> str:
-    """``torchrun ... ENTRY``; the first three are shell words as written (they may expand variables)."""
+def torchrun_words(job: Job, nnodes: str, endpoint: str, rdzv_id: str, nproc: str | None = None) -> str:
+    """``torchrun ... ENTRY``; the string arguments are shell words as written (they may expand variables)."""
     shape = job.shape
-    return (f"torchrun --nnodes {nnodes} --nproc-per-node {shape.procs_per_node} --rdzv-backend c10d "
+    return (f"torchrun --nnodes {nnodes} --nproc-per-node {nproc or shape.procs_per_node} --rdzv-backend c10d "
             f"--rdzv-endpoint {endpoint} --rdzv-id {rdzv_id} --max-restarts {shape.max_restarts} "
             + job.entry_text('"$RUN_DIR/plan.json"'))
