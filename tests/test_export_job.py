@@ -1,5 +1,6 @@
-"""'ddpstudio export-job': a run handed to torchrun (two real node agents over loopback, 2 x 2 Gloo ranks)
-and to SLURM (the sbatch script under stand-in srun/scontrol: no SLURM here), read back by 'ddpstudio runs'."""
+"""'ddpstudio export-job': a run handed to torchrun (two real node agents over loopback, 2 x 2 Gloo ranks, read
+back by 'ddpstudio runs'), to SLURM (the sbatch script under stand-in srun/scontrol: no SLURM runs here), and to
+SkyPilot and Kubeflow Trainer (their documents parsed, their commands run under the variables those set)."""
 
 from __future__ import annotations
 
@@ -226,3 +227,37 @@ def test_skypilot_task_parses_as_json_and_its_run_hands_skypilots_nodes_to_torch
         assert args.training_script == "ddpstudio.rank.recipe" and call["events_dir"] == str(run_dir / "events")
     plan = json.loads((run_dir / "plan.json").read_text())
     assert (plan["world_size"], plan["backend"], plan["device"]) == (8, "nccl", "cuda")
+
+
+def test_kubeflow_trainjob_parses_and_its_command_gets_the_runtimes_pet_settings(tmp_path, studio_home, capsys,
+                                                                                  monkeypatch):
+    from torch.distributed.run import get_args_parser
+
+    from ddpstudio.cli.main import main
+
+    assert main(["export-job", "--to", "k8s", "--nodes", "3", "--gpus-per-node", "8", "--device", "cuda",
+                 "--image", "registry.example/ddp:1", "--max-restarts", "1", *TRAIN]) == 0
+    job = json.loads("\n".join(line for line in capsys.readouterr().out.splitlines() if not line.startswith("#")))
+    assert (job["apiVersion"], job["kind"]) == ("trainer.kubeflow.org/v1alpha1", "TrainJob")
+    trainer = job["spec"]["trainer"]
+    assert job["spec"]["runtimeRef"] == {"name": "torch-distributed"}
+    assert (trainer["numNodes"], trainer["resourcesPerNode"], trainer["image"]) == (
+        3, {"limits": {"nvidia.com/gpu": 8}}, "registry.example/ddp:1")
+    assert "numProcPerNode" not in trainer  # removed from the Torch API in Trainer v2.2
+
+    record, run_dir = tmp_path / "torchrun.jsonl", tmp_path / "run"
+    pet = {"PET_NNODES": "3", "PET_NPROC_PER_NODE": "8", "PET_NODE_RANK": "1", "PET_MASTER_ADDR": "job-node-0-0.job",
+           "PET_MASTER_PORT": "29400"}  # what the torch-distributed runtime gives each pod
+    env = {**os.environ, **pet, "PATH": str(STANDINS) + os.pathsep + os.environ["PATH"],
+           "TORCHRUN_RECORD": str(record), "DDPSTUDIO_RUN_DIR": str(run_dir)}
+    done = subprocess.run(trainer["command"], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    (call,) = [json.loads(line) for line in record.read_text().splitlines()]
+    for key, value in pet.items():  # torchrun's parser takes every option it is not given from PET_<OPTION>
+        monkeypatch.setenv(key, value)
+    args = get_args_parser().parse_args(call["argv"])
+    assert (args.nnodes, args.nproc_per_node, args.node_rank, args.master_addr, args.master_port) == (
+        "3", "8", 1, "job-node-0-0.job", 29400)
+    assert args.max_restarts == 1 and args.training_script == "ddpstudio.rank.recipe"
+    plan = json.loads((run_dir / "plan.json").read_text())
+    assert (plan["world_size"], plan["backend"]) == (24, "nccl")

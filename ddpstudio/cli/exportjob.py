@@ -1,4 +1,4 @@
-"""``ddpstudio export-job RUN --to torchrun|slurm|skypilot``: a past run, or ``run`` options, as a cluster job.
+"""``ddpstudio export-job RUN --to torchrun|slurm|skypilot|k8s``: a past run, or ``run`` options, as a cluster job.
 
     ddpstudio export-job 20261126-204501-ab12cd --to slurm --nodes 4 --gpus-per-node 8 -o job.sbatch
     ddpstudio export-job --to torchrun --nodes 2 --host 10.0.0.1 run --model resnet50 --data /data/imagenet
@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 EXIT_BAD_INPUT = 2
-ENGINES = ("torchrun", "slurm", "skypilot")
+ENGINES = ("torchrun", "slurm", "skypilot", "k8s")
 
 
 def add_parser(sub) -> None:
@@ -25,7 +25,8 @@ def add_parser(sub) -> None:
                                    "clusters use. The output's comment header says what was translated and "
                                    "what is left to you.")
     p.add_argument("--to", required=True, choices=ENGINES, help="torchrun (a script each node runs), slurm "
-                                                                "(an sbatch script) or skypilot (a task YAML)")
+                                                                "(an sbatch script), skypilot (a task YAML) or k8s (a Kubeflow "
+                                                                "Trainer v2 TrainJob)")
     p.add_argument("--nodes", type=int, default=1, help="machines (default 1)")
     p.add_argument("--gpus-per-node", type=int, metavar="G",
                    help="processes per node, one per GPU (default: the run's ranks on one machine)")
@@ -34,6 +35,7 @@ def add_parser(sub) -> None:
     p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"rendezvous port (default {DEFAULT_PORT})")
     p.add_argument("--host", help="torchrun: the first node's address (default: HEAD_NODE set when it runs)")
     p.add_argument("--accelerator", default="A100", help="skypilot: the GPU type to ask for (default A100)")
+    p.add_argument("--image", default="", help="k8s: the container image with torch and ddpstudio")
     p.add_argument("--max-restarts", type=int, default=0, metavar="K", help="torchrun restarts (default 0)")
     p.add_argument("-o", "--output", metavar="FILE", help="write here (default: print)")
     p.add_argument("source", nargs=argparse.REMAINDER, metavar="RUN | run OPTIONS...",
@@ -73,7 +75,7 @@ def source_plan(source: list[str]):
 
 
 def main(args: argparse.Namespace) -> int:
-    from ddpstudio.core.jobs import skypilot, slurm, torchrun
+    from ddpstudio.core.jobs import k8s, skypilot, slurm, torchrun
     from ddpstudio.core.jobs.job import JobError, Shape, cluster_job
     from ddpstudio.core.policy import new_run_id
 
@@ -88,8 +90,9 @@ def main(args: argparse.Namespace) -> int:
         job = cluster_job(plan, shape, where, workers)
     except JobError as exc:
         return _error(str(exc))
-    text = skypilot.render(job, args.accelerator) if args.to == "skypilot" else \
-        {"torchrun": torchrun, "slurm": slurm}[args.to].render(job)
+    renderers = {"torchrun": torchrun.render, "slurm": slurm.render,
+                 "skypilot": lambda j: skypilot.render(j, args.accelerator), "k8s": lambda j: k8s.render(j, args.image)}
+    text = renderers[args.to](job)
     if not args.output:
         sys.stdout.write(text)
         return 0

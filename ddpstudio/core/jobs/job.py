@@ -78,9 +78,7 @@ def cluster_job(plan: Plan, shape: Shape, source: str, workers: int | None = Non
     backend = "nccl" if device == "cuda" else "gloo"
     translated = [f"{shape.nodes} node(s) x {shape.procs_per_node} process(es) = {shape.world_size} ranks "
                   f"(this run had {plan.world_size})",
-                  f"backend {backend} on {device}" + (" (NCCL: the Linux GPU backend)" if backend == "nccl" else ""),
-                  f"rendezvous: torchrun's c10d on port {shape.port}, up to {shape.max_restarts} restart(s); "
-                  "the ranks join with env://"]
+                  f"backend {backend} on {device}" + (" (NCCL: the Linux GPU backend)" if backend == "nccl" else "")]
     left = ["a Python environment with torch and ddpstudio on every node (the image or module to load)"]
     env, dropped = {}, []
     for key, value in sorted(plan.env.items()):

@@ -19,10 +19,13 @@ RUN_DIR_ENV = "DDPSTUDIO_RUN_DIR"
 PLAN_END = "DDPSTUDIO_PLAN"
 
 
-def header(job: Job, engine: str, *extra_left: str) -> list[str]:
-    """Comment lines: where the job came from, what was translated, what is left to the user."""
+def header(job: Job, engine: str, *extra_left: str, rendezvous: str = "") -> list[str]:
+    """Comment lines: where the job came from, what was translated, what is left to the user.
+    ``rendezvous``: how the nodes meet, when not torchrun's c10d at HEAD_NODE."""
+    rendezvous = rendezvous or (f"rendezvous: torchrun's c10d at the head node's port {job.shape.port}, up to "
+                                f"{job.shape.max_restarts} restart(s); the ranks join with env://")
     lines = [f"# DDP Studio {__version__}: {engine} job exported from {job.source}.", "#", "# Translated:"]
-    lines += [f"#   - {item}" for item in job.translated]
+    lines += [f"#   - {item}" for item in [job.translated[0], job.translated[1], rendezvous, *job.translated[2:]]]
     lines += ["# Left to you:"]
     lines += [f"#   - {item}" for item in [*job.left_to_user, *extra_left]]
     lines += [f"#   - {RUN_DIR_ENV}: a folder every node can write (a shared disk); DDP Studio reads the run "
