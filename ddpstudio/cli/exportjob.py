@@ -14,19 +14,19 @@ import sys
 from pathlib import Path
 
 EXIT_BAD_INPUT = 2
-ENGINES = ("torchrun", "slurm", "skypilot", "k8s")
 
 
 def add_parser(sub) -> None:
+    from ddpstudio.core.jobs.engines import ENGINES
     from ddpstudio.core.jobs.job import DEFAULT_PORT
 
     p = sub.add_parser("export-job", help="write a run as a torchrun command or SLURM script for a cluster",
                        description="Hand a past run, or the options 'ddpstudio run' takes, to the engines "
                                    "clusters use. The output's comment header says what was translated and "
                                    "what is left to you.")
-    p.add_argument("--to", required=True, choices=ENGINES, help="torchrun (a script each node runs), slurm "
-                                                                "(an sbatch script), skypilot (a task YAML) or k8s (a Kubeflow "
-                                                                "Trainer v2 TrainJob)")
+    p.add_argument("--to", required=True, choices=ENGINES,
+                   help="torchrun (a script each node runs), slurm (an sbatch script), skypilot (a task YAML) or "
+                        "k8s (a Kubeflow Trainer v2 TrainJob)")
     p.add_argument("--nodes", type=int, default=1, help="machines (default 1)")
     p.add_argument("--gpus-per-node", type=int, metavar="G",
                    help="processes per node, one per GPU (default: the run's ranks on one machine)")
@@ -75,24 +75,20 @@ def source_plan(source: list[str]):
 
 
 def main(args: argparse.Namespace) -> int:
-    from ddpstudio.core.jobs import k8s, skypilot, slurm, torchrun
+    from ddpstudio.core.jobs.engines import render
     from ddpstudio.core.jobs.job import JobError, Shape, cluster_job
-    from ddpstudio.core.policy import new_run_id
 
     found = source_plan(list(args.source))
     if isinstance(found, int):
         return found
     plan, where, workers = found
-    plan.run_id = new_run_id()  # the cluster's run is a new run, beside the one it came from
     shape = Shape(nodes=args.nodes, procs_per_node=args.gpus_per_node or plan.ranks_per_node, port=args.port,
                   max_restarts=args.max_restarts, host=args.host, device=args.device)
     try:
         job = cluster_job(plan, shape, where, workers)
     except JobError as exc:
         return _error(str(exc))
-    renderers = {"torchrun": torchrun.render, "slurm": slurm.render,
-                 "skypilot": lambda j: skypilot.render(j, args.accelerator), "k8s": lambda j: k8s.render(j, args.image)}
-    text = renderers[args.to](job)
+    text = render(args.to, job, accelerator=args.accelerator, image=args.image)
     if not args.output:
         sys.stdout.write(text)
         return 0

@@ -92,9 +92,13 @@ def cluster_job(plan: Plan, shape: Shape, source: str, workers: int | None = Non
     if backend == "nccl" and exchange != "native":
         exchange = "native"
         translated.append(f"gradient exchange native (this run's {plan.grad_exchange} exchange is for Gloo on GPUs)")
-    cluster = replace(plan, world_size=shape.world_size, nodes=shape.nodes, node_rank=0, backend=backend,
-                      device=device, store="tcp", init_method="env://", store_path=None, store_is_fixed=False,
-                      master_addr="", master_port=None, env=env, python="", grad_exchange=exchange, run_dir="",
+    from ddpstudio.core.policy import new_run_id
+
+    # A new run id: the cluster's run is a run of its own, beside the one it came from.
+    cluster = replace(plan, run_id=new_run_id(), world_size=shape.world_size, nodes=shape.nodes, node_rank=0,
+                      backend=backend, device=device, store="tcp", init_method="env://", store_path=None,
+                      store_is_fixed=False, master_addr="", master_port=None, env=env, python="",
+                      grad_exchange=exchange, run_dir="",
                       reasons=[f"exported from {source} for a cluster of {shape.nodes} node(s)"])
     if plan.recipe is not None:
         recipe = cluster.recipe = replace(plan.recipe, workers=workers)

@@ -41,4 +41,5 @@ def render(job: Job, image: str = "") -> str:
     meet = (f"rendezvous: the runtime's PET_MASTER_ADDR/PET_MASTER_PORT, PET_NNODES, PET_NPROC_PER_NODE and "
             f"PET_NODE_RANK, read by torchrun; up to {shape.max_restarts} restart(s) of a pod's ranks; the ranks "
             "join with env://")
-    return "\n".join(shell.header(job, "Kubeflow Trainer", *left, rendezvous=meet)) + "\n" + json.dumps(resource, indent=2) + "\n"
+    head = shell.header(job, "Kubeflow Trainer", *left, rendezvous=meet)
+    return "\n".join(head) + "\n" + json.dumps(resource, indent=2) + "\n"
