@@ -17,7 +17,7 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     doctor.add_parser(sub)
     run.add_parser(sub)
-    for name in ("clean", "bench", "runs", "export", "host", "join"):
+    for name in ("clean", "bench", "runs", "export", "exportjob", "host", "join"):
         module = _optional(name)
         if module is not None:
             module.add_parser(sub)

@@ -178,14 +178,16 @@ def fail(message: str) -> int:
     return EXIT_BAD_INPUT
 
 
-def plan_or_exit(args: argparse.Namespace, platform):
-    """The request checked and planned: a Plan, or the exit status after one error line per problem."""
+def plan_or_exit(args: argparse.Namespace, platform, elsewhere: frozenset[str] = frozenset()):
+    """The request checked and planned: a Plan, or the exit status after one error line per problem.
+    ``elsewhere``: fields whose checks are about this machine's files and ports, not the machines the run
+    will go to (``export-job``: the data and script live on the cluster)."""
     from ddpstudio.core.gpu.cudadriver import planning_machine
     from ddpstudio.core.policy import PolicyError, build_plan
     from ddpstudio.core.validate import check_request
 
     request = build_request(args)
-    problems = check_request(request)
+    problems = [p for p in check_request(request) if p.field not in elsewhere]
     if problems:
         for problem in problems:
             print(f"ddpstudio: error: {problem.message}", file=sys.stderr)

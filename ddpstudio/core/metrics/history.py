@@ -2,8 +2,10 @@
 
 ``history.jsonl`` (written by the launcher, format in docs/history.md) when
 it exists; for a run older than that file, the step, global-step and eval
-events of ``events.jsonl`` (no load samples there). A line that is not whole
-JSON, as a run killed mid-write leaves at the end, is skipped and counted.
+events of ``events.jsonl`` (no load samples there); for a run no launcher of
+ours watched (an exported cluster job, core/jobs), the ranks' own
+``events/rank*.jsonl``. A line that is not whole JSON, as a run killed
+mid-write leaves at the end, is skipped and counted.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from ddpstudio.core import protocol
 from ddpstudio.core.metrics import rows
 
 EVENTS_FILE = "events.jsonl"
+RANK_EVENTS_DIR = "events"  # core/launch/rundir.py RunDir.events_dir: rank<N>.jsonl, one per rank
 
 
 @dataclass
@@ -76,7 +79,9 @@ def read_history(run_dir: str | Path) -> RunHistory:
     run_dir = Path(run_dir)
     path = run_dir / rows.FILE_NAME
     if not path.exists():
-        return _from_events(run_dir / EVENTS_FILE)
+        merged = run_dir / EVENTS_FILE
+        ranks = sorted((run_dir / RANK_EVENTS_DIR).glob("rank*.jsonl"))
+        return _from_rank_events(ranks) if ranks and not merged.exists() else _from_events(merged)
     history: RunHistory | None = None
     skipped = 0
     try:
@@ -120,4 +125,27 @@ def _from_events(path: Path) -> RunHistory:
                     history.add(item)
     except OSError:
         pass
+    return history
+
+
+def _from_rank_events(paths: list[Path]) -> RunHistory:
+    """The ranks' own event files, merged by time; the run started at the earliest event (no launcher
+    wrote a ``run_started``: torchrun started the ranks)."""
+    events = []
+    for path in paths:
+        parser = protocol.EventParser()
+        try:
+            for line in _lines(path):
+                events.extend(parser.feed(line))
+        except OSError:
+            continue
+    history = RunHistory({}, source=RANK_EVENTS_DIR)
+    if not events:
+        return history
+    events.sort(key=lambda e: e.t)
+    t0 = events[0].t
+    history.header = rows.header(run_id="", t0=t0, world_size=len(paths), effective_batch=None)
+    for event in events:
+        for item in rows.event_rows(event, t0):
+            history.add(item)
     return history

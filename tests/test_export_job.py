@@ -1,0 +1,263 @@
+"""'ddpstudio export-job': a run handed to torchrun (two real node agents over loopback, 2 x 2 Gloo ranks, read
+back by 'ddpstudio runs'), to SLURM (the sbatch script under stand-in srun/scontrol: no SLURM runs here), and to
+SkyPilot and Kubeflow Trainer (their documents parsed, their commands run under the variables those set)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from ddpstudio.core import protocol
+from ddpstudio.core.plan import Plan, RecipeSpec, ScriptSpec
+from ddpstudio.core.rendezvous.ports import find_free_port
+
+STANDINS = Path(__file__).parent / "standins" / "slurm"
+VENV_BIN = str(Path(sys.executable).parent)  # torchrun lies beside the interpreter
+# The built-in perceptron on tiny images: its loss falls within a few steps at lr 0.1 (as in test_nodes_run.py).
+TRAIN = ["run", "--model", "mlp", "--batch-size", "8", "--image-size", "8", "--lr", "0.1", "--max-steps", "6"]
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "ddpstudio", *args], capture_output=True, text=True, timeout=120,
+                          stdin=subprocess.DEVNULL)
+
+
+def export(out: Path, options: list[str], source: list[str]) -> Path:
+    """``ddpstudio export-job OPTIONS -o OUT SOURCE``: the job file, written."""
+    done = cli("export-job", *options, "-o", str(out), *source)
+    assert done.returncode == 0, done.stderr
+    return out
+
+
+def rank_events(run_dir: Path) -> dict[int, list[protocol.Event]]:
+    out = {}
+    for path in sorted((run_dir / "events").glob("rank*.jsonl")):
+        parser = protocol.EventParser()
+        out[int(path.stem[4:])] = [e for line in path.read_text(encoding="utf-8").splitlines()
+                                   for e in parser.feed(line)]
+    return out
+
+
+def stop_group(proc: subprocess.Popen) -> None:
+    """Kill a node's whole session (bash, torchrun's agent, its ranks) if it is still there."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait(10)
+
+
+def session_members(sid: int) -> list[psutil.Process]:
+    found = []
+    for p in psutil.process_iter():
+        try:
+            if os.getsid(p.pid) == sid and p.status() != psutil.STATUS_ZOMBIE:
+                found.append(p)
+        except (OSError, psutil.Error):
+            continue
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.posix_only("torchrun's elastic agent does not start on Windows wheels (pytorch #148283)")
+@pytest.mark.timeout(235)
+def test_torchrun_export_trains_on_two_node_agents_and_reads_as_a_run(tmp_path, studio_home):
+    port = find_free_port()
+    job = export(tmp_path / "job.sh", ["--to", "torchrun", "--nodes", "2", "--gpus-per-node", "2", "--host",
+                                       "127.0.0.1", "--port", str(port)], TRAIN)
+    assert f"--rdzv-endpoint \"$HEAD_NODE:{port}\"" in job.read_text()
+    run_dir = studio_home / "runs" / "from-torchrun"
+    env = {**os.environ, "DDPSTUDIO_RUN_DIR": str(run_dir), "PATH": VENV_BIN + os.pathsep + os.environ["PATH"]}
+    nodes = [subprocess.Popen(["bash", str(job)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              stdin=subprocess.DEVNULL, text=True, start_new_session=True) for _ in range(2)]
+    deadline = time.monotonic() + 200
+    try:
+        outputs = [n.communicate(timeout=max(1.0, deadline - time.monotonic()))[0] for n in nodes]
+    finally:
+        for n in nodes:
+            stop_group(n)
+    assert [n.returncode for n in nodes] == [0, 0], outputs
+    for n in nodes:  # torchrun's agents and their ranks: nothing of either node's session is left
+        assert session_members(n.pid) == []
+
+    events = rank_events(run_dir)
+    assert sorted(events) == [0, 1, 2, 3]
+    joined = [e for evs in events.values() for e in evs if e.type == protocol.RANK_JOINED]
+    assert sorted((e.get("global_rank"), e.get("local_rank"), e.get("group_size")) for e in joined) == [
+        (0, 0, 4), (1, 1, 4), (2, 0, 4), (3, 1, 4)]
+    losses = [e.get("loss") for e in events[0] if e.type == protocol.GLOBAL_STEP]
+    assert len(losses) == 6 and losses[-1] < losses[0]
+
+    listed = cli("runs", "--json")
+    assert listed.returncode == 0, listed.stderr
+    (entry,) = [r for r in json.loads(listed.stdout)["runs"] if r["run_dir"] == str(run_dir)]
+    assert entry["world_size"] == 4 and entry["nodes"] == 2 and entry["backend"] == "gloo"
+    assert entry["final_loss"] == pytest.approx(losses[-1])
+
+
+def test_slurm_script_is_valid_bash_and_hands_nodes_and_endpoint_to_torchrun(tmp_path, studio_home):
+    job = export(tmp_path / "job.sbatch", ["--to", "slurm", "--nodes", "3", "--gpus-per-node", "4", "--port",
+                                           "29511", "--max-restarts", "2"], TRAIN)
+    text = job.read_text()
+    assert subprocess.run(["bash", "-n", str(job)], capture_output=True).returncode == 0
+    assert "#SBATCH --nodes=3" in text and "#SBATCH --ntasks-per-node=1" in text
+
+    record, srun_record = tmp_path / "torchrun.jsonl", tmp_path / "srun.txt"
+    run_dir = tmp_path / "shared" / "run"
+    env = {**os.environ, "PATH": str(STANDINS) + os.pathsep + os.environ["PATH"], "TORCHRUN_RECORD": str(record),
+           "SRUN_RECORD": str(srun_record), "SLURM_JOB_NODELIST": "gpu-a,gpu-b,gpu-c", "SLURM_JOB_NUM_NODES": "3",
+           "SLURM_JOB_ID": "4242", "DDPSTUDIO_RUN_DIR": str(run_dir)}
+    done = subprocess.run(["bash", str(job)], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "--ntasks-per-node=1" in srun_record.read_text().split()
+
+    calls = [json.loads(line) for line in record.read_text().splitlines()]
+    assert sorted(c["node"] for c in calls) == ["gpu-a", "gpu-b", "gpu-c"]
+    from torch.distributed.run import get_args_parser  # torchrun's own parser reads what the script gives it
+
+    for call in calls:
+        assert call["events_dir"] == str(run_dir / "events")
+        args = get_args_parser().parse_args(call["argv"])
+        assert (args.nnodes, args.nproc_per_node, args.rdzv_backend) == ("3", "4", "c10d")
+        assert (args.rdzv_endpoint, args.rdzv_id, args.max_restarts) == ("gpu-a:29511", "4242", 2)
+        assert args.module and args.training_script == "ddpstudio.rank.recipe"
+        assert args.training_script_args == [str(run_dir / "plan.json"), "--init-method", "env://"]
+    plan = json.loads((run_dir / "plan.json").read_text())
+    assert (plan["world_size"], plan["nodes"], plan["init_method"]) == (12, 3, "env://")
+
+
+def _windows_run(studio_home: Path, **request) -> Plan:
+    """A past run from a Windows workstation (the platform seam): its plan written into the runs folder."""
+    from ddpstudio.core.gpu import detect_inventory
+    from ddpstudio.core.platform import WINDOWS
+    from ddpstudio.core.policy import Request, build_plan, write_plan
+
+    loop = {"Loopback Pseudo-Interface 1": ["127.0.0.1"]}
+    plan = build_plan(Request(store="tcp", **request), WINDOWS, detect_inventory(), interfaces=loop)
+    write_plan(plan)
+    return plan
+
+
+def test_a_windows_run_goes_to_linux_gpus_without_this_machines_settings(studio_home, capsys):
+    from ddpstudio.cli.main import main
+
+    past = _windows_run(studio_home, recipe=RecipeSpec(model="mlp"))
+    assert {"GLOO_SOCKET_IFNAME", "USE_LIBUV"} <= set(past.env)
+    assert main(["export-job", "--to", "torchrun", "--nodes", "2", "--gpus-per-node", "8", "--device", "cuda",
+                 past.run_id]) == 0
+    text = capsys.readouterr().out
+    header = text.split("set -euo pipefail")[0]
+    assert f"exported from run {past.run_id}" in header and "backend nccl on cuda" in header
+    assert "dropped GLOO_SOCKET_IFNAME" in header and "dropped USE_LIBUV" in header
+    assert "export GLOO_SOCKET_IFNAME" not in text and "export USE_LIBUV" not in text
+    assert 'HEAD_NODE="${HEAD_NODE:?' in text  # no --host: the user names the first node when it runs
+    plan = json.loads(text.split("<<'DDPSTUDIO_PLAN'\n")[1].split("\nDDPSTUDIO_PLAN\n")[0])
+    assert (plan["backend"], plan["device"], plan["world_size"], plan["env"]) == ("nccl", "cuda", 16, {})
+    assert plan["run_id"] != past.run_id and plan["grad_exchange"] == "native"
+    assert plan["recipe"]["workers"] is None  # each node chooses for its own cores, not this machine's number
+
+
+def test_run_options_may_name_the_clusters_data_folder(studio_home, capsys):
+    from ddpstudio.cli.main import main
+
+    assert main(["export-job", "--to", "slurm", "--nodes", "2", "run", "--model", "mlp", "--data",
+                 "/cluster/imagenet", "--workers", "6"]) == 0  # no such folder here: it lives on the cluster
+    text = capsys.readouterr().out
+    assert "the data at /cluster/imagenet on every node" in text.split("set -euo pipefail")[0]
+    plan = json.loads(text.split("<<'DDPSTUDIO_PLAN'\n")[1].split("\nDDPSTUDIO_PLAN\n")[0])
+    assert (plan["recipe"]["data_dir"], plan["recipe"]["workers"]) == ("/cluster/imagenet", 6)
+
+
+def test_an_args_style_script_gets_each_ranks_arguments_from_torchruns_environment(tmp_path, studio_home):
+    from ddpstudio.core.jobs.job import Shape, cluster_job
+
+    script = tmp_path / "train.py"
+    script.write_text("import json, sys\nprint(json.dumps(sys.argv[1:]))\n")
+    past = _windows_run(studio_home, script=ScriptSpec(path=str(script), args=["--epochs", "2"], style="args"))
+    job = cluster_job(past, Shape(nodes=2, procs_per_node=2), "a test")
+    assert job.entry[:3] == ["--no-python", "sh", "-c"]  # what torchrun starts per rank: a shell fills the rank
+    env = {**os.environ, "PATH": VENV_BIN + os.pathsep + os.environ["PATH"], "RANK": "3", "LOCAL_RANK": "1"}
+    done = subprocess.run(["sh", "-c", job.entry[3]], env=env, capture_output=True, text=True, timeout=60)
+    assert json.loads(done.stdout) == ["--epochs", "2", "--dist-url", "env://", "--dist-backend", "gloo",
+                                       "--world-size", "4", "--rank", "3"]
+
+
+def test_a_spawn_style_script_is_refused_with_the_reason(tmp_path, studio_home, capsys):
+    from ddpstudio.cli.main import main
+
+    script = tmp_path / "spawner.py"
+    script.write_text("print('hi')\n")
+    past = _windows_run(studio_home, script=ScriptSpec(path=str(script), style="spawn",
+                                                       dist_args="--world-size 1 --rank 0"))
+    assert main(["export-job", "--to", "slurm", past.run_dir]) == 2
+    assert "spawn-style script starts its own ranks" in capsys.readouterr().err
+
+
+def test_skypilot_task_parses_as_json_and_its_run_hands_skypilots_nodes_to_torchrun(tmp_path, studio_home, capsys):
+    from torch.distributed.run import get_args_parser
+
+    from ddpstudio.cli.main import main
+
+    assert main(["export-job", "--to", "skypilot", "--nodes", "2", "--gpus-per-node", "4", "--device", "cuda",
+                 "--accelerator", "H100", "--port", "29512", *TRAIN]) == 0
+    text = capsys.readouterr().out
+    task = json.loads("\n".join(line for line in text.splitlines() if not line.startswith("#")))  # YAML 1.2 too
+    assert (task["num_nodes"], task["resources"]) == (2, {"accelerators": "H100:4"})
+
+    record, run_dir = tmp_path / "torchrun.jsonl", tmp_path / "run"
+    for rank in (0, 1):  # what SkyPilot gives each node's run section
+        env = {**os.environ, "PATH": str(STANDINS) + os.pathsep + os.environ["PATH"], "TORCHRUN_RECORD": str(record),
+               "SKYPILOT_NODE_IPS": "10.0.0.7\n10.0.0.8", "SKYPILOT_NODE_RANK": str(rank),
+               "SKYPILOT_NUM_NODES": "2", "SKYPILOT_NUM_GPUS_PER_NODE": "4", "DDPSTUDIO_RUN_DIR": str(run_dir)}
+        done = subprocess.run(["bash", "-c", task["run"]], env=env, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+    calls = [json.loads(line) for line in record.read_text().splitlines()]
+    assert len(calls) == 2
+    for call in calls:
+        args = get_args_parser().parse_args(call["argv"])
+        assert (args.nnodes, args.nproc_per_node, args.rdzv_endpoint) == ("2", "4", "10.0.0.7:29512")
+        assert args.training_script == "ddpstudio.rank.recipe" and call["events_dir"] == str(run_dir / "events")
+    plan = json.loads((run_dir / "plan.json").read_text())
+    assert (plan["world_size"], plan["backend"], plan["device"]) == (8, "nccl", "cuda")
+
+
+def test_kubeflow_trainjob_parses_and_its_command_gets_the_runtimes_pet_settings(tmp_path, studio_home, capsys,
+                                                                                  monkeypatch):
+    from torch.distributed.run import get_args_parser
+
+    from ddpstudio.cli.main import main
+
+    assert main(["export-job", "--to", "k8s", "--nodes", "3", "--gpus-per-node", "8", "--device", "cuda",
+                 "--image", "registry.example/ddp:1", "--max-restarts", "1", *TRAIN]) == 0
+    job = json.loads("\n".join(line for line in capsys.readouterr().out.splitlines() if not line.startswith("#")))
+    assert (job["apiVersion"], job["kind"]) == ("trainer.kubeflow.org/v1alpha1", "TrainJob")
+    trainer = job["spec"]["trainer"]
+    assert job["spec"]["runtimeRef"] == {"name": "torch-distributed"}
+    assert (trainer["numNodes"], trainer["resourcesPerNode"], trainer["image"]) == (
+        3, {"limits": {"nvidia.com/gpu": 8}}, "registry.example/ddp:1")
+    assert "numProcPerNode" not in trainer  # removed from the Torch API in Trainer v2.2
+
+    record, run_dir = tmp_path / "torchrun.jsonl", tmp_path / "run"
+    pet = {"PET_NNODES": "3", "PET_NPROC_PER_NODE": "8", "PET_NODE_RANK": "1", "PET_MASTER_ADDR": "job-node-0-0.job",
+           "PET_MASTER_PORT": "29400"}  # what the torch-distributed runtime gives each pod
+    env = {**os.environ, **pet, "PATH": str(STANDINS) + os.pathsep + os.environ["PATH"],
+           "TORCHRUN_RECORD": str(record), "DDPSTUDIO_RUN_DIR": str(run_dir)}
+    done = subprocess.run(trainer["command"], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    (call,) = [json.loads(line) for line in record.read_text().splitlines()]
+    for key, value in pet.items():  # torchrun's parser takes every option it is not given from PET_<OPTION>
+        monkeypatch.setenv(key, value)
+    args = get_args_parser().parse_args(call["argv"])
+    assert (args.nnodes, args.nproc_per_node, args.node_rank, args.master_addr, args.master_port) == (
+        "3", "8", 1, "job-node-0-0.job", 29400)
+    assert args.max_restarts == 1 and args.training_script == "ddpstudio.rank.recipe"
+    plan = json.loads((run_dir / "plan.json").read_text())
+    assert (plan["world_size"], plan["backend"]) == (24, "nccl")
