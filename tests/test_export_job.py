@@ -165,6 +165,25 @@ def test_a_windows_run_goes_to_linux_gpus_without_this_machines_settings(studio_
     assert plan["recipe"]["workers"] is None  # each node chooses for its own cores, not this machine's number
 
 
+def test_the_gpus_chosen_here_stay_here_and_accumulation_and_restarts_go_along(studio_home, capsys):
+    from dataclasses import replace
+
+    from ddpstudio.cli.main import main
+    from ddpstudio.core.policy import write_plan
+
+    past = _windows_run(studio_home, recipe=RecipeSpec(model="mlp", batch_size=16, accumulate=2), max_restarts=2)
+    chosen = replace(past, env={**past.env, "CUDA_VISIBLE_DEVICES": "GPU-0a1b"}, gpus=["GPU-0a1b"])
+    write_plan(chosen)  # as a run with --gpus on a GPU workstation leaves it
+    assert main(["export-job", "--to", "torchrun", "--nodes", "2", "--gpus-per-node", "4", "--device", "cuda",
+                 past.run_id]) == 0
+    text = capsys.readouterr().out
+    assert "dropped CUDA_VISIBLE_DEVICES" in text.split("set -euo pipefail")[0]
+    assert "--max-restarts 2" in text  # the run's own restarts, torchrun's to do now
+    plan = json.loads(text.split("<<'DDPSTUDIO_PLAN'\n")[1].split("\nDDPSTUDIO_PLAN\n")[0])
+    assert (plan["env"], plan["gpus"], plan["max_restarts"]) == ({}, None, 0)
+    assert plan["effective_batch"] == 16 * 8 * 2 and plan["recipe"]["accumulate"] == 2
+
+
 def test_run_options_may_name_the_clusters_data_folder(studio_home, capsys):
     from ddpstudio.cli.main import main
 

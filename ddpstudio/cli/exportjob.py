@@ -36,7 +36,8 @@ def add_parser(sub) -> None:
     p.add_argument("--host", help="torchrun: the first node's address (default: HEAD_NODE set when it runs)")
     p.add_argument("--accelerator", default="A100", help="skypilot: the GPU type to ask for (default A100)")
     p.add_argument("--image", default="", help="k8s: the container image with torch and ddpstudio")
-    p.add_argument("--max-restarts", type=int, default=0, metavar="K", help="torchrun restarts (default 0)")
+    p.add_argument("--max-restarts", type=int, metavar="K",
+                   help="torchrun restarts (default: the run's own --max-restarts, else 0)")
     p.add_argument("-o", "--output", metavar="FILE", help="write here (default: print)")
     p.add_argument("source", nargs=argparse.REMAINDER, metavar="RUN | run OPTIONS...",
                    help="a run id or folder, or 'run' followed by 'ddpstudio run' options")
@@ -82,8 +83,9 @@ def main(args: argparse.Namespace) -> int:
     if isinstance(found, int):
         return found
     plan, where, workers = found
+    restarts = plan.max_restarts if args.max_restarts is None else args.max_restarts
     shape = Shape(nodes=args.nodes, procs_per_node=args.gpus_per_node or plan.ranks_per_node, port=args.port,
-                  max_restarts=args.max_restarts, host=args.host, device=args.device)
+                  max_restarts=restarts, host=args.host, device=args.device)
     try:
         job = cluster_job(plan, shape, where, workers)
     except JobError as exc:

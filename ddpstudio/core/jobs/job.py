@@ -24,6 +24,8 @@ MACHINE_LOCAL = {
     "DDPSTUDIO_NO_NCCL": "the Windows swap of a script's NCCL for Gloo; Linux GPUs have NCCL",
     "TORCHELASTIC_USE_AGENT_STORE": "DDP Studio's stand-in for torchrun's agent; torchrun sets its own",
     "TORCHELASTIC_RESTART_COUNT": "DDP Studio's stand-in for torchrun's agent; torchrun sets its own",
+    "CUDA_VISIBLE_DEVICES": "the GPUs chosen on this machine (--gpus, by UUID); a cluster's scheduler gives each "
+                            "node its GPUs",
 }
 
 
@@ -98,12 +100,12 @@ def cluster_job(plan: Plan, shape: Shape, source: str, workers: int | None = Non
     cluster = replace(plan, run_id=new_run_id(), world_size=shape.world_size, nodes=shape.nodes, node_rank=0,
                       backend=backend, device=device, store="tcp", init_method="env://", store_path=None,
                       store_is_fixed=False, master_addr="", master_port=None, env=env, python="",
-                      grad_exchange=exchange, run_dir="",
+                      grad_exchange=exchange, run_dir="", gpus=None, max_restarts=0,
                       reasons=[f"exported from {source} for a cluster of {shape.nodes} node(s)"])
     if plan.recipe is not None:
         recipe = cluster.recipe = replace(plan.recipe, workers=workers)
-        cluster.effective_batch = recipe.batch_size * shape.world_size
-        cluster.lr = recipe.lr * (shape.world_size if recipe.scale_lr else 1)
+        cluster.effective_batch = recipe.batch_size * shape.world_size * recipe.accumulate
+        cluster.lr = recipe.lr * (shape.world_size * recipe.accumulate if recipe.scale_lr else 1)
         entry = ["-m", "ddpstudio.rank.recipe", "{plan}", "--init-method", "env://"]
         translated.append(f"the built-in recipe: {recipe.model} on {recipe.data} data, batch {recipe.batch_size} "
                           f"per rank (effective {cluster.effective_batch}), "
