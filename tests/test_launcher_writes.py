@@ -6,7 +6,7 @@ at a time, they cost the launcher more CPU than anything else it does, taken fro
 machine whose cores they fill: the launcher spent 134 us of CPU per printed line before, 93 us after,
 and its front end 56 us before, 31 us after (2-core VM, load average 9-10, median of 3 interleaved
 pairs; benchmarks/README.md, ``plain_scripts.py``). Two real Gloo ranks of
-``tests/scripts/chatty_ranks.py`` print 300 loss lines each, in a burst; the real launcher loop runs
+``tests/scripts/loss_burst.py`` print 300 loss lines each, in a burst; the real launcher loop runs
 here, its stdout a string buffer that counts flushes.
 """
 
@@ -43,7 +43,7 @@ class CountingOut(io.StringIO):
 def test_a_burst_of_printed_losses_reaches_the_front_end_in_few_writes_complete_and_in_order(studio_home):
     from ddpstudio.core.launch.launcher import Launcher, run
 
-    script = ScriptSpec(path=str(SCRIPTS / "chatty_ranks.py"), args=["--steps", str(STEPS)])
+    script = ScriptSpec(path=str(SCRIPTS / "loss_burst.py"), args=["--steps", str(STEPS)])
     plan = build_plan(Request(world_size=2, script=script), current(), _NoGpu())
     write_plan(plan)
     out = CountingOut()
@@ -52,7 +52,7 @@ def test_a_burst_of_printed_losses_reaches_the_front_end_in_few_writes_complete_
     assert code == protocol.EXIT_CODES["finished"], final(evs).data
     # Everything still arrives: every printed line, every scraped step, the global steps in order.
     printed = [e for e in of_type(evs, protocol.LOG) if e.get("stream") == "stdout"]
-    assert len(printed) == 2 * (STEPS + 1)  # each rank's first line, then one loss line per step
+    assert len(printed) == 2 * STEPS
     assert len(of_type(evs, protocol.STEP)) == 2 * STEPS
     assert [e.get("step") for e in of_type(evs, protocol.GLOBAL_STEP)] == list(range(1, STEPS + 1))
     # One write per poll, not one per event: before, 1,500-odd events made as many flushes.
