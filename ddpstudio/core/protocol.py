@@ -13,6 +13,11 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Mapping
 
+# What ``json.dumps(obj, separators=(",", ":"), allow_nan=True)`` does, without building a new
+# JSONEncoder on every call (Lib/json/__init__.py: dumps reuses its cached encoder only when called
+# with every default): the launcher encodes several events per line a rank prints (issue 20).
+encode = json.JSONEncoder(separators=(",", ":"), allow_nan=True).encode
+
 SCHEMA_VERSION = 1
 
 # The launcher sets this for every rank; ranks append their events under it.
@@ -116,7 +121,7 @@ class Event:
         return out
 
     def to_line(self) -> str:
-        return json.dumps(self.to_dict(), separators=(",", ":"), allow_nan=True)
+        return encode(self.to_dict())
 
 
 def make_event(type_: str, rank: int | None = None, t: float | None = None, **data: Any) -> Event:

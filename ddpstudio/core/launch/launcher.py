@@ -16,8 +16,9 @@ import os
 import sys
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import TextIO
+from typing import Iterator, TextIO
 
 from ddpstudio.core import protocol
 from ddpstudio.core.launch.argclash import clashes
@@ -86,22 +87,49 @@ class Launcher(RankIntake, RunRecords, RunEnding, RunRestarts):
         # Spawn style: the world size is known once the ranks report it; the mean starts then (intake.py).
         self.spawn_mean: ScriptSteps | None = None
         self._copies_warned = False
+        self._held: list[protocol.Event] | None = None  # events emitted inside _one_write, not yet written
 
     # -- output --------------------------------------------------------------
     def emit(self, event: protocol.Event) -> None:
         if event.type == protocol.RANK_JOINED and isinstance(event.get("world_size"), int):
             self.world_seen = max(self.world_seen or 0, event.get("world_size"))
         self._note_checkpoint(event)
-        line = event.to_line() + "\n"
+        if self._held is not None:
+            self._held.append(event)
+            return
+        self._write([event])
+
+    @contextmanager
+    def _one_write(self) -> Iterator[None]:
+        """Events emitted inside go out together at the end: one write per sink, not one per event.
+
+        Reading the ranks' output is per-step work when a script prints every step (hundreds of lines a
+        second per rank, each a log event, most a scraped step too): a write and a flush per event cost
+        the launcher more CPU than the lines themselves, taken from the ranks on a machine whose cores
+        they fill (benchmarks/plain_scripts.py, issue 20). Order and content are unchanged.
+        """
+        if self._held is not None:  # already inside one
+            yield
+            return
+        self._held = []
+        try:
+            yield
+        finally:
+            held, self._held = self._held, None
+            if held:
+                self._write(held)
+
+    def _write(self, events: list[protocol.Event]) -> None:
+        text = "".join(event.to_line() + "\n" for event in events)
         if self._merged is not None:
-            self._merged.write(line)
+            self._merged.write(text)
             self._disk_trouble(self._merged.problem)
         if self._history is not None:
-            self._history.record(event)
+            self._history.record_all(events)
         if self.out is None:
             return
         try:
-            self.out.write(line)
+            self.out.write(text)
             self.out.flush()
         except (OSError, ValueError):
             # Our front end is gone: nobody would see this run, so stop it.
@@ -166,8 +194,9 @@ class Launcher(RankIntake, RunRecords, RunEnding, RunRestarts):
     def loop(self) -> RunState:
         while True:
             self._tick()
-            self._pump()
-            self._reap()
+            with self._one_write():
+                self._pump()
+                self._reap()
             if self.state is RunState.RUNNING:
                 if self.run.stop_file.exists():
                     self.request_stop("a stop file was created")
@@ -186,8 +215,9 @@ class Launcher(RankIntake, RunRecords, RunEnding, RunRestarts):
                     continue  # the group runs again (core/launch/restart.py)
                 break
             self.stop_requested.wait(self.poll_s) if self.state is RunState.RUNNING else time.sleep(self.poll_s)
-        self._pump(final=True)
-        self._settle_means(final=True)
+        with self._one_write():
+            self._pump(final=True)
+            self._settle_means(final=True)
         self._sweep()
         self._settle()
         return self._finish()
