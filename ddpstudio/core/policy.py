@@ -262,10 +262,16 @@ def build_plan(request: Request, platform: Platform, machine: Machine,
 
         per_rank, eff = effective_batch(recipe.batch_size, int(world.value), request.batch_mode)
         workers = choose_workers(recipe.workers, usable_cores(), int(world.value), platform, recipe.data)
+        if recipe.workers is not None:
+            workers = _workers_that_fit(workers, int(world.value), request.oversubscribe)
         recipe = replace(recipe, batch_size=per_rank, workers=int(workers.value))
         reasons.append(workers.reason)
         lr = recipe.lr * (int(world.value) if recipe.scale_lr else 1)
-        reasons.append(f"effective batch {eff} = {world.value} ranks x {per_rank} per rank"
+        # An uneven split is rounded down, and said: 3 over 2 ranks trains with 2, not 3 (issue 27).
+        rounded = (f" (your batch of {request.recipe.batch_size} does not split evenly over {world.value} ranks: "
+                   f"rounded down to {eff}; give a multiple of {world.value} to train with all of it)"
+                   if eff != request.recipe.batch_size and request.batch_mode == "split" else "")
+        reasons.append(f"effective batch {eff} = {world.value} ranks x {per_rank} per rank{rounded}"
                        + (f"; learning rate scaled to {lr:g}" if recipe.scale_lr else ""))
     return Plan(
         run_id=run_id, run_dir=str(run_dir), world_size=int(world.value), backend=str(backend.value),
@@ -276,6 +282,23 @@ def build_plan(request: Request, platform: Platform, machine: Machine,
         grad_exchange=str(exchange.value), grad_compression=str(compression.value),
         rank_helper=request.rank_helper,
     )
+
+
+def _workers_that_fit(workers: Decision, ranks: int, oversubscribe: bool) -> Decision:
+    """The user's --workers, bounded by the machine (core/capacity.py) unless they oversubscribe."""
+    from ddpstudio.core.capacity import worker_room
+
+    room = worker_room()
+    if not oversubscribe:
+        too_many = room.problem(int(workers.value), ranks)
+        if too_many:
+            raise PolicyError(too_many, "workers")
+        return workers
+    most = room.most(ranks)
+    if int(workers.value) <= most:
+        return workers
+    return Decision(workers.value, f"{workers.reason} (past the {most} per rank this machine holds: "
+                                   "--oversubscribe)")
 
 
 def plan_file(plan: Plan) -> Path:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -214,11 +215,47 @@ def check_script(spec: ScriptSpec, platform=None) -> list[Problem]:
     return []
 
 
-def check_store_path(store_path: str | None) -> list[Problem]:
-    if not store_path or store_path.startswith("file:"):
+# A URL of another scheme ("tcp://host:port", "env://"): at least two letters, so "D://pg" stays a drive.
+URL_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]+)://")
+
+
+def check_store_path(store_path: str | None, platform=None) -> list[Problem]:
+    """A fixed FileStore path: a file (or ``file://`` URL) in a folder that exists and takes writes.
+
+    Nothing is created for it: a mistyped shared folder (``\\\\server\\shar\\pg``) must not become a new
+    local folder, and ``tcp://host:port`` must not become a folder named ``tcp:``.
+    """
+    from urllib.parse import urlparse
+
+    if not store_path:
         return []
-    parent = str(Path(store_path).expanduser().absolute().parent)
-    problem = writable_problem("store_path", parent, "store folder")
+    scheme = URL_SCHEME.match(store_path)
+    if scheme and scheme.group(1).lower() != "file":
+        try:
+            port = urlparse(store_path).port
+        except ValueError:
+            port = None
+        tcp = f"the TCP store (--store tcp{f' --port {port}' if port else ''})"
+        return [Problem("store_path", f"the store path {store_path} is a {scheme.group(1)}:// address, not a file: "
+                                      "a store path names the FileStore's file (a path or a file:// URL); for "
+                                      f"{tcp} leave out the store path")]
+    path = store_path
+    if store_path.startswith("file:"):
+        from ddpstudio.core.platform import current
+        from ddpstudio.core.rendezvous.storeurl import store_path_from_url
+
+        try:
+            path = store_path_from_url(store_path, platform or current())
+        except ValueError:
+            return []  # the policy says what torch cannot read in it
+    folder = Path(path).expanduser().absolute().parent
+    base = nearest_existing(folder)
+    if base != folder and base.is_dir():
+        missing = folder.relative_to(base).parts[0]
+        return [Problem("store_path", f"the store folder {folder} does not exist: {base} has no {missing}; check "
+                                      "the path (a fixed store path's folder is never created: a mistyped shared "
+                                      "folder must not become a new local one), or create the folder first")]
+    problem = writable_problem("store_path", str(folder), "store folder")
     return [problem] if problem else []
 
 
@@ -247,12 +284,19 @@ def check_request(request, platform=None) -> list[Problem]:
         problems += check_recipe(request.recipe)
     if request.script is not None:
         problems += check_script(request.script, platform)
-    problems += check_store_path(request.store_path)
-    problems += check_port(request.port)
+    problems += check_store_path(request.store_path, platform)
+    problems += check_port(request.port) if port_used(request) else []
     problems += check_rendezvous(request)
     problems += check_spawn_world(request)
     problems += check_run_space()
     return problems
+
+
+def port_used(request) -> bool:
+    """The policy gives a port to a TCP store and to an args-style template that says env:// (policy.py)."""
+    if request.store == "tcp" or request.script is not None and request.script.style == "env":
+        return True
+    return request.script is not None and request.script.style == "args" and "env://" in request.script.dist_args
 
 
 def check_rendezvous(request) -> list[Problem]:
@@ -267,6 +311,10 @@ def check_rendezvous(request) -> list[Problem]:
         why = "the tcp store" if request.store == "tcp" else "scripts in env style (they rendezvous over TCP)"
         problems.append(Problem("store_path", f"a store path is for the file store, and {why} would ignore it; "
                                               "leave out the store path, or use the file store"))
+    if request.port is not None and not port_used(request):
+        problems.append(Problem("port", f"port {request.port} is for the TCP store, and the file store "
+                                        f"{'you chose' if request.store == 'file' else '(the default)'} has no "
+                                        "port: it would be ignored; use --store tcp, or leave out the port"))
     return problems
 
 

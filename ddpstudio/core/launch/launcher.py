@@ -114,7 +114,7 @@ class Launcher(RankIntake, RunRecords, RunEnding):
         self.run.create()
         self._merged = GuardedWriter(self.run.merged_events, self.run.root)
         plan_path = str(self.plan.write(self.run.plan))
-        if self.plan.store_path:
+        if self.plan.store_path and not self.plan.store_is_fixed:  # a fixed path's folder is the user's: never made
             Path(self.plan.store_path).parent.mkdir(parents=True, exist_ok=True)
         self.t0 = time.time()
         self._history = HistoryWriter(self.plan.run_dir, self.plan, self.t0)
