@@ -255,6 +255,14 @@ SECOND_SWEEP = [
       "after '--'"]),
     (["--script", "SCRIPT", "--batch-size", "32"], ["--batch-size is for the built-in recipe"]),
     (["--dist-args", "{url}"], ["--dist-args is for your own script", "the built-in recipe would ignore it"]),
+    # Smaller words
+    (["--script", "DIR/train.sh"], ["train.sh starts with #!/bin/sh: it is not a Python script"]),
+    (["--script", "DIR/train.bin"], ["train.bin is a binary file, not a Python script"]),
+    (["--lr", "inf"], ["learning rate must be a positive number, and finite (got inf)", "default is 0.02"]),
+    (["--max-steps", "0"], ["max steps must be at least 1 (got 0)"]),
+    (["--resume"], ["resume needs the checkpoint folder", "--checkpoint-dir"]),
+    (["--data", "DIR/readme-only"], ["readme-only has no class folders", "1 file, such as README.md",
+                                     "one sub-folder of images per class"]),
 ]
 
 
@@ -263,6 +271,10 @@ def test_second_sweep_inputs_are_refused_before_anything_starts_and_leave_nothin
                                                                                  args, words):
     script = tmp_path / "train.py"
     script.write_text("print('never run')\n")
+    (tmp_path / "train.sh").write_text("#!/bin/sh\necho never run\n")
+    (tmp_path / "train.bin").write_bytes(b"\x7fELF\x02\x01\x01\x00\x00\x00")
+    (tmp_path / "readme-only").mkdir()
+    (tmp_path / "readme-only" / "README.md").write_text("images go here")
     before = sorted(tmp_path.rglob("*"))
     real = [a.replace("DIR", str(tmp_path)).replace("SCRIPT", str(script)) for a in args]
     line = assert_rejected(ddpstudio("run", *real, cwd=tmp_path), *[w.replace("DIR", str(tmp_path)) for w in words])

@@ -107,7 +107,9 @@ def check_recipe(spec: RecipeSpec) -> list[Problem]:
     if spec.max_steps is not None and spec.max_steps < 1:
         problems.append(Problem("max_steps", f"max steps must be at least 1 (got {spec.max_steps})"))
     if not math.isfinite(spec.lr) or spec.lr <= 0:
-        problems.append(Problem("lr", f"the learning rate must be a positive number (got {spec.lr})"))
+        finite = ", and finite" if math.isinf(spec.lr) and spec.lr > 0 else ""  # "positive (got inf)" read as odd
+        problems.append(Problem("lr", f"the learning rate must be a positive number{finite} (got {spec.lr}); "
+                                      f"the recipe's default is {RecipeSpec.lr:g}"))
     if spec.workers is not None and spec.workers < 0:
         problems.append(Problem("workers", f"the number of data-loading workers must be 0 or more (got "
                                            f"{spec.workers}); 0 loads data in the training process itself"))
@@ -127,7 +129,7 @@ def check_resume(spec: RecipeSpec) -> list[Problem]:
     from ddpstudio.core.plan import CHECKPOINT_NAME
 
     if not spec.checkpoint_dir:
-        return [Problem("resume", "resume needs a checkpoint folder: give one")]
+        return [Problem("resume", "resume needs the checkpoint folder to resume from: give it (--checkpoint-dir)")]
     if not (Path(spec.checkpoint_dir) / CHECKPOINT_NAME).is_file():
         return [Problem("resume", f"there is no {CHECKPOINT_NAME} in {spec.checkpoint_dir} to resume "
                                   "from; train once with this checkpoint folder first")]
@@ -147,7 +149,7 @@ def check_schedule(spec: RecipeSpec) -> list[Problem]:
                                                f"use {', '.join(LR_SCHEDULES)}"))
     if spec.warmup_steps < 0:
         problems.append(Problem("warmup_steps", f"warm-up steps cannot be negative (got {spec.warmup_steps})"))
-    elif spec.max_steps is not None and spec.warmup_steps >= spec.max_steps:
+    elif spec.max_steps is not None and spec.max_steps >= 1 and spec.warmup_steps >= spec.max_steps:
         problems.append(Problem("warmup_steps", f"{spec.warmup_steps} warm-up steps leave nothing of a "
                                                 f"{spec.max_steps}-step run; use fewer warm-up steps"))
     if spec.eval_every is not None and spec.eval_every < 1:
@@ -182,6 +184,11 @@ def check_data_dir(kind: str, data_dir: str | None) -> list[Problem]:
             return [Problem("data_dir", f"the class folder {folder} cannot be read ({exc.strerror or exc}); "
                                         "give yourself read access to it, or move it out of the data folder")]
     if not classes:
+        files = sorted(f.name for f in path.iterdir())
+        if files:  # a README, or images with no class folders: not "empty"
+            return [Problem("data_dir", f"the data folder {path} has no class folders (it holds {len(files)} "
+                                        f"file{'s' if len(files) != 1 else ''}, such as {files[0]}): it needs one "
+                                        "sub-folder of images per class (ImageFolder layout)")]
         return [Problem("data_dir", f"the data folder {path} is empty: it needs one sub-folder of images per "
                                     "class (ImageFolder layout)")]
     if not any(f.suffix.lower() in IMAGE_SUFFIXES for d in classes for f in d.rglob("*")):
@@ -198,6 +205,9 @@ def check_script(spec: ScriptSpec, platform=None) -> list[Problem]:
         return [Problem("script", f"the script {path} does not exist; check the path")]
     if not path.is_file():
         return [Problem("script", f"{path} is a folder, not a script; choose a .py file")]
+    not_python = not_python_problem(path)
+    if not_python:
+        return [not_python]
     if spec.style not in ("args", "env", "spawn"):
         return [Problem("script_style", f"unknown script style {spec.style!r}: use args, env or spawn")]
     if spec.cwd and not Path(spec.cwd).is_dir():
@@ -217,6 +227,27 @@ def check_script(spec: ScriptSpec, platform=None) -> list[Problem]:
 
 # A URL of another scheme ("tcp://host:port", "env://"): at least two letters, so "D://pg" stays a drive.
 URL_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]+)://")
+
+
+SHELLS = {"sh", "bash", "dash", "zsh", "ksh", "fish", "csh", "tcsh", "pwsh", "powershell", "perl", "ruby", "node"}
+
+
+def not_python_problem(path: Path) -> Problem | None:
+    """A shell script or a binary given as the script: Python would only say SyntaxError (issue 27)."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(4096)
+    except OSError as exc:
+        return Problem("script", f"the script {path} cannot be read ({exc.strerror or exc})")
+    first = head.split(b"\n", 1)[0]
+    words = first[2:].decode("utf-8", "replace").replace("/", " ").split() if first.startswith(b"#!") else []
+    if set(words) & SHELLS:  # "#!/usr/bin/env -S uv run --script" is Python: only known others are refused
+        shebang = first.decode("utf-8", "replace").strip()
+        return Problem("script", f"{path} starts with {shebang}: it is not a Python script; give the Python "
+                                 "training script it runs")
+    if b"\0" in head and path.suffix.lower() not in (".pyc", ".pyz"):  # both run under python
+        return Problem("script", f"{path} is a binary file, not a Python script; give the .py training script")
+    return None
 
 
 def check_store_path(store_path: str | None, platform=None) -> list[Problem]:
