@@ -226,3 +226,170 @@ def test_oversubscribe_lets_people_who_know_go_past_the_cpu_limit():
         build_plan(Request(world_size=1000, recipe=RecipeSpec()), current(), detect_inventory())
     plan = build_plan(Request(world_size=1000, oversubscribe=True, recipe=RecipeSpec()), current(), detect_inventory())
     assert plan.world_size == 1000 and plan.device == "cpu"
+
+
+# -- issue 27, second sweep: damage, and inputs silently replaced by something else --------------------------
+# DIR is the test's folder (also the command's working folder: a relative path would land there), SCRIPT a
+# script in it. Each is refused before anything starts, and the folder holds afterwards what it held before.
+
+SECOND_SWEEP = [
+    (["--store-path", "tcp://127.0.0.1:29500"], ["store path tcp://127.0.0.1:29500 is a tcp:// address",
+                                                 "--store tcp --port 29500", "leave out the store path"]),
+    (["--store-path", "DIR/typo/sub/pg"], ["store folder DIR/typo/sub does not exist", "DIR has no typo",
+                                           "never created"]),
+    (["--store-path", "file://DIR/typo/pg"], ["store folder DIR/typo does not exist", "DIR has no typo"]),
+    (["--store-path", ""], ["--store-path is empty", "unset shell variable"]),
+    (["--workers", "10000"], ["10000 DataLoader workers per rank do not fit this machine", "CPU cores",
+                              "GiB of free memory", "open files", "use at most", "--oversubscribe"]),
+    (["--script", ""], ["--script is empty", "unset shell variable", "path of your training script"]),
+    (["--data", ""], ["--data is empty", "the data folder"]),
+    (["--demo", "--script", "SCRIPT"], ["--demo", "--script your own script", "give one of them"]),
+    (["--demo", "--epochs", "3"], ["--demo stops after 40 steps", "--epochs 3 would never be reached",
+                                   "--max-steps"]),
+    (["--store", "file", "--port", "20000"], ["port 20000 is for the TCP store", "file store you chose",
+                                              "use --store tcp"]),
+    (["--port", "20000"], ["port 20000 is for the TCP store", "file store (the default)"]),
+    (["--data", "DIR", "--dataset", "synthetic"], ["--dataset synthetic", "would ignore --data DIR"]),
+    (["--script", "SCRIPT", "--model", "mlp", "--epochs", "2", "--lr", "0.1"],
+     ["--model, --epochs and --lr are for the built-in recipe", "your script (--script) would ignore them",
+      "after '--'"]),
+    (["--script", "SCRIPT", "--batch-size", "32"], ["--batch-size is for the built-in recipe"]),
+    (["--dist-args", "{url}"], ["--dist-args is for your own script", "the built-in recipe would ignore it"]),
+    # Smaller words
+    (["--script", "DIR/train.sh"], ["train.sh starts with #!/bin/sh: it is not a Python script"]),
+    (["--script", "DIR/train.bin"], ["train.bin is a binary file, not a Python script"]),
+    (["--lr", "inf"], ["learning rate must be a positive number, and finite (got inf)", "default is 0.02"]),
+    (["--max-steps", "0"], ["max steps must be at least 1 (got 0)"]),
+    (["--resume"], ["resume needs the checkpoint folder", "--checkpoint-dir"]),
+    (["--data", "DIR/readme-only"], ["readme-only has no class folders", "1 file, such as README.md",
+                                     "one sub-folder of images per class"]),
+]
+
+
+@pytest.mark.parametrize("args, words", SECOND_SWEEP, ids=[" ".join(a) or "EMPTY" for a, _ in SECOND_SWEEP])
+def test_second_sweep_inputs_are_refused_before_anything_starts_and_leave_nothing(studio_home, tmp_path,
+                                                                                 args, words):
+    script = tmp_path / "train.py"
+    script.write_text("print('never run')\n")
+    (tmp_path / "train.sh").write_text("#!/bin/sh\necho never run\n")
+    (tmp_path / "train.bin").write_bytes(b"\x7fELF\x02\x01\x01\x00\x00\x00")
+    (tmp_path / "readme-only").mkdir()
+    (tmp_path / "readme-only" / "README.md").write_text("images go here")
+    before = sorted(tmp_path.rglob("*"))
+    real = [a.replace("DIR", str(tmp_path)).replace("SCRIPT", str(script)) for a in args]
+    line = assert_rejected(ddpstudio("run", *real, cwd=tmp_path), *[w.replace("DIR", str(tmp_path)) for w in words])
+    assert "Traceback" not in line
+    assert_nothing_started(studio_home)
+    assert sorted(tmp_path.rglob("*")) == before  # no tcp: folder, no typo/sub, no store file
+
+
+def test_the_window_refuses_a_fixed_store_path_in_a_missing_folder(studio_home, tmp_path):
+    """The window's "FileStore at a fixed path" goes through the same check (gui/preflight.py)."""
+    from ddpstudio.core.gpu import detect_inventory
+    from ddpstudio.core.platform import current
+    from ddpstudio.gui.form_state import SetupState
+    from ddpstudio.gui.preflight import preflight
+
+    checked = preflight(SetupState(store="fixed", store_path=str(tmp_path / "typo" / "sub" / "pg")),
+                        detect_inventory(), current())
+    assert [p.field for p in checked.problems] == ["store_path"] and checked.plan is None
+    assert f"{tmp_path} has no typo" in checked.problems[0].message
+    tcp = preflight(SetupState(store="fixed", store_path="tcp://127.0.0.1:29500"), detect_inventory(), current())
+    assert [p.field for p in tcp.problems] == ["store_path"] and "tcp:// address" in tcp.problems[0].message
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_workers_past_the_machine_need_oversubscribe_which_the_plan_says():
+    from ddpstudio.core.capacity import WorkerRoom
+    from ddpstudio.core.gpu import detect_inventory
+    from ddpstudio.core.plan import RecipeSpec
+    from ddpstudio.core.platform import current
+    from ddpstudio.core.policy import PolicyError, Request, build_plan
+
+    small = WorkerRoom(cores=2, available_bytes=4 * 2**30, open_files=200)
+    assert small.most(2) == 2 and small.problem(2, 2) is None
+    assert small.problem(12, 2) == (
+        "12 DataLoader workers per rank do not fit this machine: it has 2 CPU cores (room for 4 per rank at 4 per "
+        "core over 2 ranks), 4.0 GiB of free memory (room for 2 per rank at about 0.5 GiB each, after 1 GiB per "
+        "rank) and a limit of 200 open files per process (room for 9 at about 8 each); use at most 2 (0 loads "
+        "data in each rank itself), or add --oversubscribe if you know it fits")
+    assert "open files" not in WorkerRoom(cores=2, available_bytes=4 * 2**30, open_files=None).problem(12, 2)
+    with pytest.raises(PolicyError, match="DataLoader workers per rank do not fit") as refused:
+        build_plan(Request(world_size=2, recipe=RecipeSpec(workers=10000)), current(), detect_inventory())
+    assert refused.value.field == "workers"
+    plan = build_plan(Request(world_size=2, oversubscribe=True, recipe=RecipeSpec(workers=10000)), current(),
+                      detect_inventory())
+    assert plan.recipe.workers == 10000
+    assert any("10000 per rank, chosen by you (past the" in r and "--oversubscribe" in r for r in plan.reasons)
+
+
+def test_an_uneven_split_batch_is_said_in_the_plan():
+    from ddpstudio.core.gpu import detect_inventory
+    from ddpstudio.core.plan import RecipeSpec
+    from ddpstudio.core.platform import current
+    from ddpstudio.core.policy import Request, build_plan
+
+    plan = build_plan(Request(world_size=2, batch_mode="split", recipe=RecipeSpec(batch_size=3)), current(),
+                      detect_inventory())
+    assert plan.effective_batch == 2
+    assert ("effective batch 2 = 2 ranks x 1 per rank (your batch of 3 does not split evenly over 2 ranks: "
+            "rounded down to 2; give a multiple of 2 to train with all of it)") in plan.reasons
+    even = build_plan(Request(world_size=2, batch_mode="split", recipe=RecipeSpec(batch_size=4)), current(),
+                      detect_inventory())
+    assert "effective batch 4 = 2 ranks x 2 per rank" in even.reasons
+
+
+@pytest.mark.posix_only("chmod 0 and geteuid: POSIX permissions")
+def test_an_unreadable_data_folder_is_named_not_a_traceback(studio_home, tmp_path):
+    """The dataset guess (cli/run.py) looked into the folder before validation and crashed there."""
+    data = tmp_path / "data"
+    _png(data / "cats" / "a.png")
+    data.chmod(0)
+    command = [sys.executable, "-m", "ddpstudio", "run", "--data", str(data)]
+    if os.geteuid() == 0:  # root reads anything; drop the two capabilities that let it
+        if not shutil.which("setpriv"):
+            pytest.skip("running as root and setpriv (util-linux) is missing: cannot make a folder unreadable")
+        command = ["setpriv", "--bounding-set=-dac_override,-dac_read_search", "--", *command]
+    try:
+        res = subprocess.run(command, capture_output=True, text=True, timeout=240, stdin=subprocess.DEVNULL)
+    finally:
+        data.chmod(0o755)
+    assert "Traceback" not in res.stderr, res.stderr
+    assert_rejected(res, f"the data folder {data} cannot be read", "Permission denied")
+    assert_nothing_started(studio_home)
+
+
+QUIET_SLEEPER = '''
+import argparse, time
+from datetime import timedelta
+import torch.distributed as dist
+p = argparse.ArgumentParser()
+for name in ("--dist-url", "--dist-backend"):
+    p.add_argument(name)
+p.add_argument("--world-size", type=int); p.add_argument("--rank", type=int)
+a = p.parse_args()
+if a.rank == 1:
+    time.sleep(600)  # never reaches init_process_group, and reports nothing
+dist.init_process_group(a.dist_backend, init_method=a.dist_url, rank=a.rank, world_size=a.world_size,
+                        timeout=timedelta(seconds=600))
+'''
+
+
+@pytest.mark.slow
+def test_a_rank_that_never_reaches_init_process_group_ends_the_run_at_the_deadline(studio_home, tmp_path):
+    """Issue 27: a quiet script (no reporter) whose rank sleeps before init_process_group waited for ever."""
+    import time
+
+    script = tmp_path / "sleeper.py"
+    script.write_text(QUIET_SLEEPER, encoding="utf-8")
+    t0 = time.monotonic()
+    res = ddpstudio("run", "--json", "--rendezvous-timeout", "3", "--script", str(script), timeout=120)
+    took = time.monotonic() - t0
+    assert res.returncode == 1, res.stderr[-2000:]
+    done = final(events(res.stdout))
+    assert done.get("state") == protocol.FAILED
+    cause = done.get("root_cause")["message"]
+    assert cause.startswith("rendezvous stalled: rank(s) 0, 1 had not joined after 3 s"), cause
+    assert "needs a longer --rendezvous-timeout" in cause
+    assert took < 60, f"the stalled run took {took:.0f} s to end"
+    assert not processes_of(studio_home)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 
 import numpy as np
 import pytest
@@ -19,6 +18,7 @@ from ddpstudio.core.metrics.catalog import list_entries
 from ddpstudio.gui.run_history import load_run
 from ddpstudio.gui.run_metrics import RunMetrics
 from ddpstudio.gui.series import Series
+from tests.studio import SCRIPTS
 
 
 class CpuMachine:
@@ -156,7 +156,9 @@ def test_past_runs_are_listed_and_reloaded(tmp_path):
 
 
 def test_run_again_from_a_cli_plan_without_a_saved_form():
-    plan = preflight(SetupState(workload="script-env", script_path=sys.executable, script_args="-c pass",
+    # A real script: the interpreter itself is a binary, which validation refuses as a script (issue 27).
+    plan = preflight(SetupState(workload="script-env", script_path=str(SCRIPTS / "env_style.py"),
+                                script_args="-c pass",
                                 store="tcp"), CpuMachine(), LINUX).plan
     state = from_plan(plan)
     assert (state.workload, state.script_args, state.store, state.world_size) == ("script-env", "-c pass", "tcp", 2)

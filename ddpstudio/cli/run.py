@@ -24,7 +24,7 @@ def add_parser(sub) -> None:
     p.add_argument("--demo", action="store_true",
                    help=f"the built-in demo: resnet18 on synthetic data, {DEMO_STEPS} steps (no data, no GPU needed)")
     what = p.add_argument_group("what to train")
-    what.add_argument("--model", default="resnet18", help="torchvision classification model (default resnet18)")
+    what.add_argument("--model", help="torchvision classification model (default resnet18)")
     what.add_argument("--data", metavar="DIR", help="an ImageFolder directory or a folder holding CIFAR-10")
     what.add_argument("--dataset", choices=("synthetic", "folder", "cifar10"),
                       help="data source (default: synthetic, or guessed from --data)")
@@ -51,29 +51,30 @@ def add_parser(sub) -> None:
                            "(CUDA_VISIBLE_DEVICES set per rank), so cuda:0 is a different GPU on each rank and "
                            "{gpu} is 0; needs CUDA GPUs")
     train = p.add_argument_group("training")
-    train.add_argument("--epochs", type=int, default=1)
+    train.add_argument("--epochs", type=int, help="default 1")
     train.add_argument("--max-steps", type=int, help="stop after this many steps")
-    train.add_argument("--batch-size", type=int, default=32, help="batch size per rank (see --batch-mode)")
-    train.add_argument("--batch-mode", choices=("per-rank", "split"), default="per-rank",
+    train.add_argument("--batch-size", type=int, help="batch size per rank (see --batch-mode; default 32)")
+    train.add_argument("--batch-mode", choices=("per-rank", "split"),
                        help="per-rank: each rank takes --batch-size (effective batch = ranks x batch); "
-                            "split: --batch-size is the effective batch, divided over the ranks")
-    train.add_argument("--accumulate", type=int, default=1, metavar="N",
+                            "split: --batch-size is the effective batch, divided over the ranks (default per-rank)")
+    train.add_argument("--accumulate", type=int, metavar="N",
                        help="gradient accumulation: N micro-batches of --batch-size per optimizer step, gradients "
                             "exchanged on the last only (effective batch = ranks x batch x N; steps count optimizer "
-                            "steps). Your own script accumulates by itself: this is for the built-in recipe")
-    train.add_argument("--lr", type=float, default=0.02)
+                            "steps; default 1). Your own script accumulates by itself: this is for the built-in recipe")
+    train.add_argument("--lr", type=float, help="default 0.02")
     train.add_argument("--scale-lr", action="store_true",
                        help="multiply the learning rate by the world size x --accumulate (the effective batch over "
                             "one rank's micro-batch: the linear scaling rule)")
-    train.add_argument("--lr-schedule", choices=LR_SCHEDULES, default="constant",
-                       help="constant; step (x0.1 at 50%% and 75%% of the steps); cosine (decays to 0)")
-    train.add_argument("--warmup-steps", type=int, default=0, help="linear learning-rate warm-up (default 0)")
+    train.add_argument("--lr-schedule", choices=LR_SCHEDULES,
+                       help="constant (default); step (x0.1 at 50%% and 75%% of the steps); cosine (decays to 0)")
+    train.add_argument("--warmup-steps", type=int, help="linear learning-rate warm-up (default 0)")
     train.add_argument("--eval-every", type=int, metavar="N",
                        help="also evaluate on the validation split every N steps (always at each epoch's end)")
-    train.add_argument("--image-size", type=int, default=32)
+    train.add_argument("--image-size", type=int, help="default 32")
     train.add_argument("--workers", type=int,
                        help="DataLoader worker processes per rank (default: chosen for this machine's cores and "
-                            "ranks, shown with the plan; 0 loads data in the rank itself)")
+                            "ranks, shown with the plan; 0 loads data in the rank itself; at most what the cores, "
+                            "free memory and open-file limit hold, unless --oversubscribe)")
     train.add_argument("--no-amp", action="store_true", help="no mixed precision on CUDA")
     train.add_argument("--checkpoint-dir", metavar="DIR", help="save a checkpoint here after each epoch")
     train.add_argument("--checkpoint-every", type=int, metavar="N",
@@ -87,7 +88,7 @@ def add_parser(sub) -> None:
                            "'ddpstudio doctor' show them (0,2) or their UUIDs (GPU-...). The ranks see only "
                            "these (CUDA_VISIBLE_DEVICES, set by UUID). Default: every GPU")
     dist.add_argument("--oversubscribe", action="store_true",
-                      help="allow more CPU ranks than this machine's cores and free memory hold")
+                      help="allow more CPU ranks, or --workers, than this machine's cores and free memory hold")
     dist.add_argument("--backend", choices=("auto", "gloo", "nccl"), default="auto")
     dist.add_argument("--store", choices=("auto", "file", "tcp"), default="auto")
     dist.add_argument("--store-path", metavar="PATH", help="a fixed FileStore path (or file:// URL)")
@@ -121,25 +122,27 @@ def build_request(args: argparse.Namespace):
     from ddpstudio.core.policy import Request
 
     request = Request(backend=args.backend, world_size=args.world_size, store=args.store,
-                      store_path=args.store_path, port=args.port, batch_mode=args.batch_mode,
+                      store_path=args.store_path, port=args.port, batch_mode=args.batch_mode or "per-rank",
                       rendezvous_timeout=args.rendezvous_timeout, grad_exchange=args.grad_exchange,
                       grad_compression=args.grad_compression, rank_helper=not args.no_rank_helper,
                       oversubscribe=args.oversubscribe, gpus=gpu_list(args.gpus), max_restarts=args.max_restarts)
-    if args.script:
+    if args.script is not None:  # "" too: refused as empty, never the recipe instead
         style = args.script_style or chosen_style(args.script, list(args.script_args))
         template = args.dist_args if args.dist_args is not None else (
             DEFAULT_SPAWN_ARGS if style == "spawn" else DEFAULT_DIST_ARGS)  # "" is a template too: nothing added
         request.script = ScriptSpec(path=args.script, args=list(args.script_args), style=style, dist_args=template,
                                     one_gpu_per_rank=args.one_gpu_per_rank)
         return request
-    dataset = args.dataset or ("synthetic" if not args.data else _guess_dataset(args.data))
+    # Options left out are None (so that cli/runconflicts.py sees what was typed): RecipeSpec's defaults.
+    dataset = args.dataset or ("synthetic" if args.data is None else _guess_dataset(args.data))
     max_steps = args.max_steps if args.max_steps is not None else (DEMO_STEPS if args.demo else None)
+    typed = {name: getattr(args, name) for name in ("model", "epochs", "batch_size", "accumulate", "lr",
+                                                    "image_size", "lr_schedule", "warmup_steps")}
     request.recipe = RecipeSpec(
-        model=args.model, data=dataset, data_dir=args.data, epochs=args.epochs, max_steps=max_steps,
-        batch_size=args.batch_size, accumulate=args.accumulate, lr=args.lr, scale_lr=args.scale_lr,
-        image_size=args.image_size, workers=args.workers, amp=not args.no_amp, checkpoint_dir=args.checkpoint_dir,
-        checkpoint_every=args.checkpoint_every, resume=args.resume,
-        lr_schedule=args.lr_schedule, warmup_steps=args.warmup_steps, eval_every=args.eval_every)
+        data=dataset, data_dir=args.data, max_steps=max_steps, scale_lr=args.scale_lr, workers=args.workers,
+        amp=not args.no_amp, checkpoint_dir=args.checkpoint_dir, checkpoint_every=args.checkpoint_every,
+        resume=args.resume, eval_every=args.eval_every,
+        **{name: value for name, value in typed.items() if value is not None})
     return request
 
 
@@ -170,7 +173,10 @@ def _guess_dataset(data_dir: str) -> str:
     from ddpstudio.core.plan import CIFAR_FOLDER
 
     path = Path(data_dir)
-    return "cifar10" if path.name == CIFAR_FOLDER or (path / CIFAR_FOLDER).is_dir() else "folder"
+    try:
+        return "cifar10" if path.name == CIFAR_FOLDER or (path / CIFAR_FOLDER).is_dir() else "folder"
+    except OSError:  # an unreadable folder: validation names it (core/validate.py check_data_dir)
+        return "folder"
 
 
 def fail(message: str) -> int:
@@ -186,6 +192,11 @@ def plan_or_exit(args: argparse.Namespace, platform, elsewhere: frozenset[str] =
     from ddpstudio.core.policy import PolicyError, build_plan
     from ddpstudio.core.validate import check_request
 
+    from ddpstudio.cli.runconflicts import conflict
+
+    contradiction = conflict(args, DEMO_STEPS)
+    if contradiction:
+        return fail(contradiction)
     request = build_request(args)
     problems = [p for p in check_request(request) if p.field not in elsewhere]
     if problems:

@@ -162,11 +162,17 @@ def effective_batch(batch: int, world_size: int, mode: str, accumulate: int = 1)
     return batch, batch * parts
 
 
-def batch_reason(effective: int, world_size: int, per_rank: int, accumulate: int, lr: float | None) -> str:
-    """The plan's line on the effective batch and, when scaled, the learning rate (the window says the same)."""
+def batch_reason(effective: int, world_size: int, per_rank: int, accumulate: int, lr: float | None,
+                 split: int | None = None) -> str:
+    """The plan's line on the effective batch and, when scaled, the learning rate (the window says the same).
+    ``split``: the batch given in split mode, whose rounding down is said (issue 27: 3 over 2 ranks trains 2)."""
     text = f"effective batch {effective} = {world_size} ranks x {per_rank} per rank"
     if accumulate > 1:
         text += f" x {accumulate} micro-batches accumulated per optimizer step"
+    if split is not None and split != effective:
+        over = f"{world_size} ranks" + (f" x {accumulate} micro-batches" if accumulate > 1 else "")
+        text += (f" (your batch of {split} does not split evenly over {over}: rounded down to {effective}; give a "
+                 f"multiple of {world_size * accumulate} to train with all of it)")
     if lr is not None:
         text += (f"; learning rate scaled to {lr:g} (x{world_size * accumulate}: the effective batch over one "
                  "rank's micro-batch, the linear scaling rule)")
@@ -280,11 +286,14 @@ def build_plan(request: Request, platform: Platform, machine: Machine,
 
         per_rank, eff = effective_batch(recipe.batch_size, int(world.value), request.batch_mode, recipe.accumulate)
         workers = choose_workers(recipe.workers, usable_cores(), int(world.value), platform, recipe.data)
+        if recipe.workers is not None:
+            workers = _workers_that_fit(workers, int(world.value), request.oversubscribe)
         recipe = replace(recipe, batch_size=per_rank, workers=int(workers.value))
         reasons.append(workers.reason)
         lr = recipe.lr * (int(world.value) * recipe.accumulate if recipe.scale_lr else 1)
         reasons.append(batch_reason(eff, int(world.value), per_rank, recipe.accumulate,
-                                    lr if recipe.scale_lr else None))
+                                    lr if recipe.scale_lr else None,
+                                    request.recipe.batch_size if request.batch_mode == "split" else None))
     if request.max_restarts:
         reasons.append(restart_reason(request.max_restarts, recipe))
     return Plan(
@@ -325,6 +334,23 @@ def restart_reason(max_restarts: int, recipe: RecipeSpec | None) -> str:
         return text + ": no checkpoint folder, so each restart trains again from step 0"
     every = f"every {recipe.checkpoint_every} steps and " if recipe.checkpoint_every else ""
     return text + f", from the last checkpoint (saved {every}at each epoch's end; from step 0 before the first)"
+
+
+def _workers_that_fit(workers: Decision, ranks: int, oversubscribe: bool) -> Decision:
+    """The user's --workers, bounded by the machine (core/capacity.py) unless they oversubscribe."""
+    from ddpstudio.core.capacity import worker_room
+
+    room = worker_room()
+    if not oversubscribe:
+        too_many = room.problem(int(workers.value), ranks)
+        if too_many:
+            raise PolicyError(too_many, "workers")
+        return workers
+    most = room.most(ranks)
+    if int(workers.value) <= most:
+        return workers
+    return Decision(workers.value, f"{workers.reason} (past the {most} per rank this machine holds: "
+                                   "--oversubscribe)")
 
 
 def plan_file(plan: Plan) -> Path:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -109,7 +110,9 @@ def check_recipe(spec: RecipeSpec) -> list[Problem]:
         problems.append(Problem("accumulate", f"gradient accumulation needs at least 1 micro-batch per step (got "
                                               f"{spec.accumulate}); 1 means no accumulation"))
     if not math.isfinite(spec.lr) or spec.lr <= 0:
-        problems.append(Problem("lr", f"the learning rate must be a positive number (got {spec.lr})"))
+        finite = ", and finite" if math.isinf(spec.lr) and spec.lr > 0 else ""  # "positive (got inf)" read as odd
+        problems.append(Problem("lr", f"the learning rate must be a positive number{finite} (got {spec.lr}); "
+                                      f"the recipe's default is {RecipeSpec.lr:g}"))
     if spec.workers is not None and spec.workers < 0:
         problems.append(Problem("workers", f"the number of data-loading workers must be 0 or more (got "
                                            f"{spec.workers}); 0 loads data in the training process itself"))
@@ -134,7 +137,7 @@ def check_resume(spec: RecipeSpec) -> list[Problem]:
     from ddpstudio.core.plan import CHECKPOINT_NAME
 
     if not spec.checkpoint_dir:
-        return [Problem("resume", "resume needs a checkpoint folder: give one")]
+        return [Problem("resume", "resume needs the checkpoint folder to resume from: give it (--checkpoint-dir)")]
     if not (Path(spec.checkpoint_dir) / CHECKPOINT_NAME).is_file():
         return [Problem("resume", f"there is no {CHECKPOINT_NAME} in {spec.checkpoint_dir} to resume "
                                   "from; train once with this checkpoint folder first")]
@@ -155,7 +158,7 @@ def check_schedule(spec: RecipeSpec) -> list[Problem]:
                                                f"use {', '.join(LR_SCHEDULES)}"))
     if spec.warmup_steps < 0:
         problems.append(Problem("warmup_steps", f"warm-up steps cannot be negative (got {spec.warmup_steps})"))
-    elif spec.max_steps is not None and spec.warmup_steps >= spec.max_steps:
+    elif spec.max_steps is not None and spec.max_steps >= 1 and spec.warmup_steps >= spec.max_steps:
         problems.append(Problem("warmup_steps", f"{spec.warmup_steps} warm-up steps leave nothing of a "
                                                 f"{spec.max_steps}-step run; use fewer warm-up steps"))
     if spec.eval_every is not None and spec.eval_every < 1:
@@ -190,6 +193,11 @@ def check_data_dir(kind: str, data_dir: str | None) -> list[Problem]:
             return [Problem("data_dir", f"the class folder {folder} cannot be read ({exc.strerror or exc}); "
                                         "give yourself read access to it, or move it out of the data folder")]
     if not classes:
+        files = sorted(f.name for f in path.iterdir())
+        if files:  # a README, or images with no class folders: not "empty"
+            return [Problem("data_dir", f"the data folder {path} has no class folders (it holds {len(files)} "
+                                        f"file{'s' if len(files) != 1 else ''}, such as {files[0]}): it needs one "
+                                        "sub-folder of images per class (ImageFolder layout)")]
         return [Problem("data_dir", f"the data folder {path} is empty: it needs one sub-folder of images per "
                                     "class (ImageFolder layout)")]
     if not any(f.suffix.lower() in IMAGE_SUFFIXES for d in classes for f in d.rglob("*")):
@@ -206,6 +214,9 @@ def check_script(spec: ScriptSpec, platform=None) -> list[Problem]:
         return [Problem("script", f"the script {path} does not exist; check the path")]
     if not path.is_file():
         return [Problem("script", f"{path} is a folder, not a script; choose a .py file")]
+    not_python = not_python_problem(path)
+    if not_python:
+        return [not_python]
     if spec.style not in ("args", "env", "spawn"):
         return [Problem("script_style", f"unknown script style {spec.style!r}: use args, env or spawn")]
     if spec.cwd and not Path(spec.cwd).is_dir():
@@ -223,11 +234,68 @@ def check_script(spec: ScriptSpec, platform=None) -> list[Problem]:
     return []
 
 
-def check_store_path(store_path: str | None) -> list[Problem]:
-    if not store_path or store_path.startswith("file:"):
+# A URL of another scheme ("tcp://host:port", "env://"): at least two letters, so "D://pg" stays a drive.
+URL_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]+)://")
+
+
+SHELLS = {"sh", "bash", "dash", "zsh", "ksh", "fish", "csh", "tcsh", "pwsh", "powershell", "perl", "ruby", "node"}
+
+
+def not_python_problem(path: Path) -> Problem | None:
+    """A shell script or a binary given as the script: Python would only say SyntaxError (issue 27)."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(4096)
+    except OSError as exc:
+        return Problem("script", f"the script {path} cannot be read ({exc.strerror or exc})")
+    first = head.split(b"\n", 1)[0]
+    words = first[2:].decode("utf-8", "replace").replace("/", " ").split() if first.startswith(b"#!") else []
+    if set(words) & SHELLS:  # "#!/usr/bin/env -S uv run --script" is Python: only known others are refused
+        shebang = first.decode("utf-8", "replace").strip()
+        return Problem("script", f"{path} starts with {shebang}: it is not a Python script; give the Python "
+                                 "training script it runs")
+    if b"\0" in head and path.suffix.lower() not in (".pyc", ".pyz"):  # both run under python
+        return Problem("script", f"{path} is a binary file, not a Python script; give the .py training script")
+    return None
+
+
+def check_store_path(store_path: str | None, platform=None) -> list[Problem]:
+    """A fixed FileStore path: a file (or ``file://`` URL) in a folder that exists and takes writes.
+
+    Nothing is created for it: a mistyped shared folder (``\\\\server\\shar\\pg``) must not become a new
+    local folder, and ``tcp://host:port`` must not become a folder named ``tcp:``.
+    """
+    from urllib.parse import urlparse
+
+    if not store_path:
         return []
-    parent = str(Path(store_path).expanduser().absolute().parent)
-    problem = writable_problem("store_path", parent, "store folder")
+    scheme = URL_SCHEME.match(store_path)
+    if scheme and scheme.group(1).lower() != "file":
+        try:
+            port = urlparse(store_path).port
+        except ValueError:
+            port = None
+        tcp = f"the TCP store (--store tcp{f' --port {port}' if port else ''})"
+        return [Problem("store_path", f"the store path {store_path} is a {scheme.group(1)}:// address, not a file: "
+                                      "a store path names the FileStore's file (a path or a file:// URL); for "
+                                      f"{tcp} leave out the store path")]
+    path = store_path
+    if store_path.startswith("file:"):
+        from ddpstudio.core.platform import current
+        from ddpstudio.core.rendezvous.storeurl import store_path_from_url
+
+        try:
+            path = store_path_from_url(store_path, platform or current())
+        except ValueError:
+            return []  # the policy says what torch cannot read in it
+    folder = Path(path).expanduser().absolute().parent
+    base = nearest_existing(folder)
+    if base != folder and base.is_dir():
+        missing = folder.relative_to(base).parts[0]
+        return [Problem("store_path", f"the store folder {folder} does not exist: {base} has no {missing}; check "
+                                      "the path (a fixed store path's folder is never created: a mistyped shared "
+                                      "folder must not become a new local one), or create the folder first")]
+    problem = writable_problem("store_path", str(folder), "store folder")
     return [problem] if problem else []
 
 
@@ -256,8 +324,8 @@ def check_request(request, platform=None) -> list[Problem]:
         problems += check_recipe(request.recipe)
     if request.script is not None:
         problems += check_script(request.script, platform)
-    problems += check_store_path(request.store_path)
-    problems += check_port(request.port)
+    problems += check_store_path(request.store_path, platform)
+    problems += check_port(request.port) if port_used(request) else []
     problems += check_rendezvous(request)
     problems += check_spawn_world(request)
     problems += check_restarts(request)
@@ -277,6 +345,13 @@ def check_restarts(request) -> list[Problem]:
     return []
 
 
+def port_used(request) -> bool:
+    """The policy gives a port to a TCP store and to an args-style template that says env:// (policy.py)."""
+    if request.store == "tcp" or request.script is not None and request.script.style == "env":
+        return True
+    return request.script is not None and request.script.style == "args" and "env://" in request.script.dist_args
+
+
 def check_rendezvous(request) -> list[Problem]:
     """A timeout that can elapse, and no FileStore path next to a TCP store (it would be ignored)."""
     problems: list[Problem] = []
@@ -289,6 +364,10 @@ def check_rendezvous(request) -> list[Problem]:
         why = "the tcp store" if request.store == "tcp" else "scripts in env style (they rendezvous over TCP)"
         problems.append(Problem("store_path", f"a store path is for the file store, and {why} would ignore it; "
                                               "leave out the store path, or use the file store"))
+    if request.port is not None and not port_used(request):
+        problems.append(Problem("port", f"port {request.port} is for the TCP store, and the file store "
+                                        f"{'you chose' if request.store == 'file' else '(the default)'} has no "
+                                        "port: it would be ignored; use --store tcp, or leave out the port"))
     return problems
 
 

@@ -146,7 +146,7 @@ class Launcher(RankIntake, RunRecords, RunEnding, RunRestarts):
         self.run.create()
         self._merged = GuardedWriter(self.run.merged_events, self.run.root)
         plan_path = str(self.plan.write(self.run.plan))
-        if self.plan.store_path:
+        if self.plan.store_path and not self.plan.store_is_fixed:  # a fixed path's folder is the user's: never made
             Path(self.plan.store_path).parent.mkdir(parents=True, exist_ok=True)
         self.t0 = self._attempt_t0 = time.time()
         self._history = HistoryWriter(self.plan.run_dir, self.plan, self.t0)
@@ -290,9 +290,11 @@ class Launcher(RankIntake, RunRecords, RunEnding, RunRestarts):
         waiting = [r.rank for r in self.ranks if not r.joined]
         facts = stall_facts(self.plan, self.ranks, self.store_preexisted)
         message = "rendezvous stalled: " + "; ".join(facts)
-        if self.plan.script is not None and not any(r.joined or r.speaks for r in self.ranks):
-            # A script that reports nothing may simply be quiet; say so, do not kill it. One that uses
-            # the reporter says report.joined() after init_process_group, so its silence is a stall.
+        if self.plan.script is not None and not any(r.joined or r.speaks or r.watched for r in self.ranks):
+            # Seen neither from inside (no rank helper) nor through the reporter: a script that reports
+            # nothing may simply be quiet; say so, do not kill it. A rank the helper watches says rank_joined
+            # from init_process_group, so its silence is a stall: one that sleeps before it kept the run
+            # waiting for ever (issue 27). Waiting longer is asked for with a longer --rendezvous-timeout.
             self.emit(protocol.make_event(protocol.WARNING, message=message + " (or the script reports no progress)"))
             return
         self.emit(protocol.make_event(protocol.ERROR, message=message))

@@ -28,4 +28,7 @@ def stall_facts(plan: Plan, ranks: list[RankProc], store_preexisted: bool) -> li
         if owner and owner.get("pid") not in {r.proc.pid for r in ranks}:
             facts.append(f"port {plan.master_port} is held by another process ({owner.get('name')}, "
                          f"pid {owner.get('pid')})")
+    if plan.script is not None and waiting:  # the one way to wait longer (issue 27)
+        facts.append("a script that works longer than that before init_process_group needs a longer "
+                     "--rendezvous-timeout")
     return facts

@@ -118,7 +118,7 @@ def _locked(path: str, platform: Platform) -> Iterator[int]:
     deadline = time.monotonic() + LOCK_WAIT_S
     while True:
         try:
-            os.makedirs(os.path.dirname(path) or ".", exist_ok=True)  # the launcher would create it anyway
+            # No makedirs: a fixed store path's folder must exist (core/validate.py check_store_path).
             fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_BINARY", 0), 0o644)
         except OSError as exc:
             raise ClaimError(f"cannot create the claim file {path}: {exc.strerror or exc}") from None
