@@ -254,6 +254,36 @@ def test_a_stall_the_watchdog_reports_ends_the_run_as_failed_with_its_findings(s
     assert not processes_of(studio_home)
 
 
+LATE_IMPORT_SCRIPT = '''
+import os, time
+from ddpstudio import report
+if os.environ["RANK"] == "0":
+    report.log("loading the data")  # seen from inside at once
+else:
+    time.sleep(12)  # still starting (a loaded machine importing torch) past the timeout, and silent
+import torch.distributed as dist
+dist.init_process_group("gloo")
+report.joined()
+dist.barrier()
+print("loss: 0.5", flush=True)
+dist.destroy_process_group()
+'''
+
+
+def test_a_rank_still_starting_past_the_timeout_is_not_a_stall(studio_home, tmp_path):
+    """The rendezvous timeout counts from when every rank was seen from inside: a rank that has not yet
+    reached its imports is starting, not stalled (the watchdog used to end this run at 3 + 5 s)."""
+    script = tmp_path / "late.py"
+    script.write_text(LATE_IMPORT_SCRIPT, encoding="utf-8")
+    res = ddpstudio("run", "--json", "--rendezvous-timeout", "3", "--script", str(script), "--script-style", "env",
+                    timeout=120)
+    assert res.returncode == 0, res.stderr[-2000:]
+    evs = events(res.stdout)
+    assert final(evs).get("state") == "finished"
+    assert {e.rank for e in of_type(evs, protocol.RANK_JOINED)} == {0, 1}
+    assert not any("rendezvous stalled" in str(e.get("message")) for e in of_type(evs, protocol.ERROR))
+
+
 @pytest.mark.posix_only("kills the launcher with SIGKILL; Windows ends it with TerminateProcess")
 def test_ranks_that_outlive_their_launcher_are_stopped_by_the_cli_which_says_so(studio_home, tmp_path, monkeypatch):
     """The CLI's own check of the recorded ranks, for when both lines fail (here: through their seam)."""

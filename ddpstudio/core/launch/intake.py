@@ -58,6 +58,8 @@ class RankIntake:
         for line in r.events.read_lines(final):
             for ev in r.parser.feed(line):
                 r.speaks = r.speaks or ev.type not in HELPER_NEWS  # the helper's, not the script's
+                if r.seen_t is None:
+                    r.seen_t = time.time()  # any event at all: the rank's Python runs past its first imports
                 if ev.type == protocol.RANK_WATCHED:
                     r.watched = True
                 elif ev.type == protocol.RANK_NO_TORCH:

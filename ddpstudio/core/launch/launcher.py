@@ -74,6 +74,7 @@ class Launcher(RankIntake, RunRecords, RunEnding, RunRestarts):
         self.t0 = time.time()
         self._attempt_t0 = self.t0  # when the ranks were last started (a restart starts them again)
         self._watchdog_fired = False
+        self._unseen_said = False  # the watchdog said that a rank was not seen from inside yet
         self.store_preexisted = bool(plan.store_path and os.path.exists(plan.store_path))
         self._launcher_created: float | None = None
         self._history: HistoryWriter | None = None  # history.jsonl: docs/history.md
@@ -280,28 +281,41 @@ class Launcher(RankIntake, RunRecords, RunEnding, RunRestarts):
         return asked is not None and (r.error_t is None or r.error_t >= asked)
 
     def _watchdog(self) -> None:
+        """A rendezvous that has not completed within the timeout ends the run, the stall as its cause.
+
+        The timeout counts from when every rank was first seen from inside (an event from the rank helper or
+        the reporter), not from their start: importing torch takes longer than a short timeout on a loaded
+        machine, and a rank still importing is starting, not stalled. While no rank has been seen (a script
+        that reports nothing, run without the helper) that is said once and nothing is killed: it may simply
+        be quiet."""
         if self._watchdog_fired or all(r.joined for r in self.ranks):
             return
-        if time.time() - self._attempt_t0 < self.plan.rendezvous_timeout + 5:
+        limit, now = self.plan.rendezvous_timeout + 5, time.time()
+        if now - self._attempt_t0 < limit:
             return
+        seen = [r.seen_t for r in self.ranks]
+        if all(t is None for t in seen):
+            if not self._unseen_said:
+                self._unseen_said = True
+                self.emit(protocol.make_event(protocol.WARNING, message=self._stall_message() + " (or the script "
+                                                                                               "reports no progress)"))
+            return
+        if None in seen or now - max(seen) < limit:
+            return  # a rank still starting, or the last one seen has not had its full timeout yet
         self._watchdog_fired = True
         if not any(r.in_group for r in self.ranks) and any(r.trained and r.watched for r in self.ranks):
             return  # training without a process group: not a stall, N copies (_warn_copies says so)
         waiting = [r.rank for r in self.ranks if not r.joined]
-        facts = stall_facts(self.plan, self.ranks, self.store_preexisted)
-        message = "rendezvous stalled: " + "; ".join(facts)
-        if self.plan.script is not None and not any(r.joined or r.speaks or r.watched for r in self.ranks):
-            # Seen neither from inside (no rank helper) nor through the reporter: a script that reports
-            # nothing may simply be quiet; say so, do not kill it. A rank the helper watches says rank_joined
-            # from init_process_group, so its silence is a stall: one that sleeps before it kept the run
-            # waiting for ever (issue 27). Waiting longer is asked for with a longer --rendezvous-timeout.
-            self.emit(protocol.make_event(protocol.WARNING, message=message + " (or the script reports no progress)"))
-            return
+        message = self._stall_message()
         self.emit(protocol.make_event(protocol.ERROR, message=message))
         self.stall = RankFailure(waiting[0] if waiting else -1, None, time.time(), message, [])
         # A rank that never joins keeps the others waiting for ever: end the run, the stall as its cause.
         self.emit(protocol.make_event(protocol.LOG, stream="launcher", line="stopping: the rendezvous stalled"))
         self._begin_stop()
+
+    def _stall_message(self) -> str:
+        return "rendezvous stalled: " + "; ".join(stall_facts(self.plan, self.ranks, self.store_preexisted))
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ddpstudio.core.launch.launcher")

@@ -51,6 +51,7 @@ class RankProc:
     # by a first printed loss (a script that logs on rank 0 only has silent ranks that did join).
     watched: bool = False
     in_group: bool = False  # said rank_joined: initialised its process group
+    seen_t: float | None = None  # when it was first seen from inside (watched, spoke or joined): past its imports
     torchless: bool = False  # the rank helper saw it exit without importing torch (rank_no_torch)
     trained: bool = False  # reported or printed a training step
     last: deque = field(default_factory=lambda: deque(maxlen=LAST_LINES))  # its last output lines

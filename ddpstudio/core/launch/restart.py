@@ -71,7 +71,7 @@ class RunRestarts:
             protocol.RUN_RESTARTED, restart=self.restarts, max_restarts=self.plan.max_restarts,
             cause=root.summary(), root_cause=root.to_dict(), from_step=resume_step, how=how))
         self.failures, self._killed, self._stop_deadline = [], False, None
-        self._watchdog_fired, self._attempt_t0 = False, time.time()
+        self._watchdog_fired, self._unseen_said, self._attempt_t0 = False, False, time.time()
         if self.steps is not None:  # a script counts its steps again from its start
             self.steps = ScriptSteps(self.plan.world_size)
         self.tree.forget_exited()
