@@ -63,7 +63,9 @@ def source_plan(source: list[str]):
         from ddpstudio.core.platform import current
 
         run_args = _parser().parse_args(source)
-        # The data, the script and free ports belong to the cluster, not this machine.
+        # The data, the script and free ports belong to the cluster, not this machine; so do the cores and
+        # memory that bound the ranks and DataLoader workers (core/capacity.py): no bound of this machine's.
+        run_args.oversubscribe = True
         elsewhere = {"script", "cwd", "port", "data_folder"} | ({"data_dir"} if run_args.data else set())
         plan = plan_or_exit(run_args, current(), frozenset(elsewhere))
         return plan if isinstance(plan, int) else (plan, "the run options given", run_args.workers)
