@@ -17,10 +17,12 @@ import time
 
 import numpy as np
 import pyqtgraph as pg
+from PySide6.QtCore import Qt
 from PySide6.QtGui import QPalette
-from PySide6.QtWidgets import QGridLayout, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QVBoxLayout, QWidget
 
 from ddpstudio.gui.load_history import LoadHistory
+from ddpstudio.gui.plot_grid import PlotGrid
 from ddpstudio.gui.plot_hover import HoverReadout
 from ddpstudio.gui.plot_speed import GRID_ALPHA, ResizeCurtain, ResizeLean
 from ddpstudio.gui.plot_toolbar import PlotToolbar
@@ -140,10 +142,7 @@ class LivePlots(QWidget):
         self.run_t0: float | None = None  # wall time the shown live run started: the load plots' zero
         self._turn = 0  # the plot whose turn it is to be redrawn first
         self.toolbar = PlotToolbar(self)
-        self.body = QWidget()  # the plots' grid, inside a curtain that defers its layout while resizing
-        self.grid = QGridLayout(self.body)
-        self.grid.setContentsMargins(0, 0, 0, 0)
-        self.grid.setSpacing(2)
+        self.body = PlotGrid()  # the plots' grid, inside a curtain that defers its layout while resizing
         self.curtain = ResizeCurtain(self.body)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
@@ -172,6 +171,9 @@ class LivePlots(QWidget):
     def show_load(self, history: LoadHistory, cpu_mode: bool, gpu_memory_gib: float | None = None) -> None:
         """The machine's load: per rank on the CPU, per GPU (on fixed scales, so 94% does not look empty)."""
         self.history = history
+        since = RUN_TIME_LABEL if history.from_run or self.run_t0 is not None else IDLE_TIME_LABEL
+        for plot in (self.load, self.memory):
+            plot.item.setLabel("bottom", since)
         if cpu_mode != self.cpu_mode:
             self.cpu_mode = cpu_mode
             self.load.clear()
@@ -207,9 +209,11 @@ class LivePlots(QWidget):
 
     # -- drawing (the render timer calls this) ----------------------------------
     def _load_offset(self) -> float:
-        """Load history counts from the window's first sample; the plots count from the run's start."""
+        """The window's load history counts from its first sample; the plots count from the live run's start.
+        A past run's history already counts from that run's start (issue 24: subtracting the live run's
+        start from it dropped every point once anything had been launched)."""
         h = self.history
-        if self.run_t0 is None or h is None or h.t0 is None:
+        if self.run_t0 is None or h is None or h.t0 is None or h.from_run:
             return 0.0
         return max(0.0, self.run_t0 - h.t0)
 
@@ -246,14 +250,16 @@ class LivePlots(QWidget):
         if shown == self._placed:
             return
         self._placed = shown
-        for plot in self.all:  # two columns, no holes: the grid is rebuilt from the plots shown
-            self.grid.removeWidget(plot.widget)
-        for i, plot in enumerate(shown):
-            self.grid.addWidget(plot.widget, i // 2, i % 2)
         for plot in self.all:
-            if plot.widget.parent() is not self.body:  # never placed yet: inside, not a window of its own
-                plot.widget.setParent(self.body)
+            if plot.widget.parent() is not self.body.sheet:  # never placed yet: inside, not a window of its own
+                plot.widget.setParent(self.body.sheet)
             plot.widget.setVisible(plot in shown)
+            self._fit(plot)
+        self.body.place(tuple(p.widget for p in shown))  # no holes: the grid is rebuilt from the plots shown
+
+    def _fit(self, plot: _Plot) -> None:
+        """Keep the plot at least as big as its title, axes and legend need (the legend grows with curves)."""
+        self.body.fit(plot.widget, plot.item.effectiveSizeHint(Qt.SizeHint.MinimumSize).toSize())
 
     def refresh(self, plots: int = 1) -> bool:
         """Redraw at most ``plots`` plots whose series changed, taking turns, so that one tick
@@ -271,6 +277,7 @@ class LivePlots(QWidget):
             for key, name, pen_colour, width, series, symbol in curves:
                 if key not in plot.curves:
                     plot.curve(key, name, pg.mkPen(pen_colour, width=width), symbol)
+                    self._fit(plot)
                 plot.draw(key, series, x_offset)
             if plot in (self.accuracy, self.lr) and plot not in (self._placed or ()):
                 self._show_optional()
