@@ -75,6 +75,9 @@ class ScriptSpec:
     one_gpu_per_rank: bool = False  # CUDA_VISIBLE_DEVICES: each rank sees only its own GPU, as cuda:0
 
 
+AUTO_CHOICES = ("backend", "world_size", "store", "grad_exchange", "workers")
+
+
 @dataclass
 class Plan:
     run_id: str
@@ -103,6 +106,9 @@ class Plan:
     origin: str = "run"  # run | bench: who started it (the scaling benchmark's runs are kept as runs too)
     nodes: int = 1  # machines in the run (core/nodes, docs/multi-machine.md); world_size counts all their ranks
     node_rank: int = 0  # this machine's place: its ranks are node_rank x ranks_per_node + local rank
+    # The choices left to DDP Studio (of AUTO_CHOICES): "run again" keeps them automatic, so a run from a
+    # CPU machine still adapts to a GPU machine. Plans written before this field list none.
+    auto: list[str] = field(default_factory=list)
 
     @property
     def kind(self) -> str:

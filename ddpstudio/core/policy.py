@@ -155,6 +155,14 @@ def effective_batch(batch: int, world_size: int, mode: str) -> tuple[int, int]:
     return batch, batch * world_size
 
 
+def split_note(asked: int, effective: int) -> str:
+    """What a split batch that does not divide evenly leaves out ("" when it does)."""
+    left = asked - effective
+    if left <= 0:
+        return ""
+    return f" ({asked} does not split evenly: {left} sample{'s' if left != 1 else ''} per step left out)"
+
+
 def choose_grad_exchange(request: Request, backend: str, device: str,
                     probe: Callable[[], str | None] | None = None) -> tuple[Decision, Decision]:
     """The gradient exchange and compression; ``probe`` gives the Gloo CUDA all-reduce check's outcome.
@@ -224,7 +232,8 @@ def build_plan(request: Request, platform: Platform, machine: Machine,
             except ValueError as exc:
                 raise PolicyError(str(exc), "store_path") from None
             store_path, fixed = safe.path, True
-            reasons.append(f"FileStore at your fixed path {store_path}")
+            # Instead of the store's own reason, which (with store "auto") said "in a fresh file".
+            reasons[reasons.index(store.reason)] = f"FileStore at your fixed path {store_path}"
         else:
             safe = safe_store_folder(paths.store_dir(), platform)
             store_path = (ntpath if platform.is_windows else posixpath).join(safe.path, f"{run_id}.store")
@@ -266,6 +275,7 @@ def build_plan(request: Request, platform: Platform, machine: Machine,
         reasons.append(workers.reason)
         lr = recipe.lr * (int(world.value) if recipe.scale_lr else 1)
         reasons.append(f"effective batch {eff} = {world.value} ranks x {per_rank} per rank"
+                       + split_note(request.recipe.batch_size, eff)
                        + (f"; learning rate scaled to {lr:g}" if recipe.scale_lr else ""))
     return Plan(
         run_id=run_id, run_dir=str(run_dir), world_size=int(world.value), backend=str(backend.value),
@@ -274,8 +284,17 @@ def build_plan(request: Request, platform: Platform, machine: Machine,
         rendezvous_timeout=request.rendezvous_timeout, python=interpreter.executable,
         recipe=recipe, script=request.script, effective_batch=eff, lr=lr,
         grad_exchange=str(exchange.value), grad_compression=str(compression.value),
-        rank_helper=request.rank_helper,
+        rank_helper=request.rank_helper, auto=auto_choices(request),
     )
+
+
+def auto_choices(request: Request) -> list[str]:
+    """Which of the plan's choices the request left to DDP Studio (``Plan.auto``)."""
+    left = {"backend": request.backend == "auto", "world_size": request.world_size is None,
+            "store": request.store == "auto" and not request.store_path,
+            "grad_exchange": request.grad_exchange == "auto",
+            "workers": request.recipe is not None and request.recipe.workers is None}
+    return [name for name, is_auto in left.items() if is_auto]
 
 
 def plan_file(plan: Plan) -> Path:

@@ -137,6 +137,7 @@ class MainWindow(QMainWindow):
         self.runs_panel.open_folder_requested.connect(self._open_folder)
         self.form.changed.connect(lambda: self.bench_view.set_workload(self.form.state().workload))
         self.bench.active_changed.connect(self._update_actions)
+        self.bench.active_changed.connect(self._on_bench_active)
         self.bench.bench_finished.connect(self._on_bench_finished)
 
     # -- settings ----------------------------------------------------------------
@@ -250,6 +251,13 @@ class MainWindow(QMainWindow):
             self.error_panel.show_advice(hint)
 
     # -- benchmark -------------------------------------------------------------------------
+    @Slot(bool)
+    def _on_bench_active(self, active: bool) -> None:
+        if active:  # what the window showed was about the last run, not this benchmark
+            self.metrics = None
+            self.statusBar().clearMessage()
+            self.run_view.begin_bench()
+
     @Slot(object)
     def _on_bench_finished(self, result) -> None:
         if result is not None:
