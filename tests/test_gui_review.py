@@ -21,6 +21,7 @@ import pytest
 from ddpstudio.core.metrics import rows
 from ddpstudio.core.metrics.history import read_history
 from ddpstudio.core.protocol import GLOBAL_STEP, EventParser
+from ddpstudio.gui.field_help import FIELD_HELP
 from tests.conftest import PROCESS_DEADLINE_S, killed_after, processes_of, seed_cache
 from tests.studio import ENDLESS, TINY
 from tests.test_gui_window import (DEMO, RUN_TIMEOUT_MS, assert_nothing_left, curve_points, launch,  # noqa: F401
@@ -272,3 +273,65 @@ def test_a_host_says_it_waits_for_the_other_machine(qtbot, open_window, studio_h
         qtbot.mouseClick(window.stop_button, Qt.MouseButton.LeftButton)
     assert_nothing_left(qtbot, studio_home)
     qtbot.waitUntil(lambda: not window.workers.busy, timeout=30_000)
+
+
+# -- 7: tooltips at a readable width --------------------------------------------------------------------------
+def shown_tooltip(qtbot, widget):
+    """Hover ``widget`` as Qt does (a ToolTip help event) and return the tooltip label Qt shows."""
+    from PySide6.QtCore import QEvent
+    from PySide6.QtGui import QHelpEvent
+    from PySide6.QtWidgets import QApplication, QToolTip
+
+    QToolTip.hideText()
+    centre = widget.rect().center()
+    QApplication.sendEvent(widget, QHelpEvent(QEvent.Type.ToolTip, centre, widget.mapToGlobal(centre)))
+    tips = []
+    qtbot.waitUntil(lambda: bool(tips.extend(w for w in QApplication.topLevelWidgets()
+                                             if w.inherits("QTipLabel") and w.isVisible()) or tips), timeout=5000)
+    return tips[0]
+
+
+def test_long_tooltips_wrap_at_a_readable_width(qtbot, open_window):
+    window = open_window()
+    for name in ("store", "batch_mode", "workers"):
+        editor = window.form.editors[name]
+        assert len(editor.toolTip()) > 150
+        tip = shown_tooltip(qtbot, editor)
+        words = editor.toolTip().split()
+        assert words[0] in tip.text() and words[-1] in tip.text()
+        readable = 80 * tip.fontMetrics().averageCharWidth() + 2 * tip.margin() + 24
+        assert tip.width() <= readable and tip.height() > 2 * tip.fontMetrics().height(), (name, tip.size())
+    assert window.form.editors["store"].toolTip() == FIELD_HELP["store"]  # as written: only the drawing wraps
+
+
+# -- 8: what the plots show when there is little or nothing to show ------------------------------------------------
+def test_the_plots_empty_state_fresh_axes_a_single_point_and_a_constant_learning_rate(qtbot, open_window,
+                                                                                       past_runs):
+    from ddpstudio.core import protocol
+    from ddpstudio.gui.run_metrics import RunMetrics
+
+    window = open_window()
+    plots = window.plots
+    assert plots.hint.isVisible() and "press Launch" in plots.hint.text()  # not four blank 0-1 plots
+    show_past(qtbot, window, past_runs["finished"])
+    assert not plots.hint.isVisible()
+    low, high = plots.lr.item.getViewBox().viewRange()[1]
+    assert 0 <= low < 0.02 < high <= 0.05, (low, high)  # the constant 0.02, mid-plot, not on an axis from -0.4
+    for plot in (p for p in plots.all if p.widget.isVisible()):
+        title, legend = plot.item.titleLabel.sceneBoundingRect(), plot.legend.sceneBoundingRect()
+        assert not title.intersects(legend), plot.name
+    # A new run (one that will fail before its first step): no axes of the run shown before.
+    window.metrics = RunMetrics()
+    window.run_view.begin_run(window.metrics, [])
+    qtbot.waitUntil(lambda: not window.render_timer.isActive(), timeout=10_000)
+    assert plots.loss.item.getViewBox().viewRange() == [[0, 1], [0, 1]]
+    # Its first step is one point: drawn with a marker until the line has two.
+    window.controller.metrics_received.emit(protocol.make_event(protocol.GLOBAL_STEP, step=1, loss=2.0,
+                                                                samples_per_s=50.0, lr=0.02))
+    qtbot.waitUntil(lambda: "global" in plots.loss.curves and curve_points(plots.loss, "global") == 1,
+                    timeout=10_000)
+    assert plots.loss.curves["global"].opts["symbol"] == "o" and plots.rate.curves["global"].opts["symbol"] == "o"
+    window.controller.metrics_received.emit(protocol.make_event(protocol.GLOBAL_STEP, step=2, loss=1.5,
+                                                                samples_per_s=60.0, lr=0.02))
+    qtbot.waitUntil(lambda: curve_points(plots.loss, "global") == 2, timeout=10_000)
+    assert plots.loss.curves["global"].opts["symbol"] is None

@@ -35,6 +35,7 @@ from ddpstudio.gui.settings import Settings
 from ddpstudio.gui.setup_check import SetupCheck
 from ddpstudio.gui.setup_column import SetupColumn
 from ddpstudio.gui.setup_form import SetupForm
+from ddpstudio.gui.tooltips import ReadableTips
 from ddpstudio.gui.window_actions import WindowActions, about
 from ddpstudio.gui.window_explain import WindowExplainer
 from ddpstudio.gui.window_settings import restore_window, save_window
@@ -73,6 +74,8 @@ class MainWindow(QMainWindow):
         self._connect()
         self.node_flow = NodeFlow(self)  # Run ▸ Host / Join: after _connect, its slots speak last
         restore_window(self)
+        self.tips = ReadableTips(self)
+        self.tips.watch(self)
         self.render_timer = QTimer(self)
         self.render_timer.setInterval(RENDER_MS)
         self.render_timer.timeout.connect(self._render)
@@ -148,6 +151,7 @@ class MainWindow(QMainWindow):
     @Slot(object)
     def _on_inventory(self, inventory: Inventory) -> None:
         self.machine_panel.set_inventory(inventory)
+        self.tips.watch(self.machine_panel)  # its cards are new
         biggest = max((gpu.total_memory_mb for gpu in inventory.gpus), default=0) / 1024
         self.plots.show_load(self.history, inventory.cpu_mode, biggest or None)
         self.form.set_world_hint(inventory.gpu_count if not inventory.cpu_mode else 2)

@@ -19,7 +19,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QPalette
-from PySide6.QtWidgets import QVBoxLayout, QWidget
+from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
 from ddpstudio.gui.load_history import LoadHistory
 from ddpstudio.gui.plot_grid import PlotGrid
@@ -34,6 +34,10 @@ from ddpstudio.gui.smoothing import ema
 COLOURS = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#999999")
 IDLE_TIME_LABEL, RUN_TIME_LABEL = "time since the window opened (s)", "time since the run started (s)"
 RAW_ALPHA = 60  # of 255: the unsmoothed curve behind a smoothed one, as TensorBoard draws it
+EMPTY_HINT = ("Nothing measured yet. Once a run trains, these plots show the loss per rank and its mean, the "
+              "throughput and the machine's load (and, for the built-in recipe, validation accuracy and the "
+              "learning rate). Set up a run on the left and press Launch (F5), or reopen a past run in the Runs "
+              "tab.")
 
 
 def colour(i: int) -> str:
@@ -43,9 +47,11 @@ def colour(i: int) -> str:
 class _Plot:
     """One PlotWidget and the curves on it, keyed by whatever names the series."""
 
-    def __init__(self, title: str, x_label: str, y_label: str, smoothable: bool = False) -> None:
+    def __init__(self, title: str, x_label: str, y_label: str, smoothable: bool = False,
+                 flat_from_zero: bool = False) -> None:
         self.widget = pg.PlotWidget()
         self.name, self.smoothable, self.smoothing = title, smoothable, 0.0
+        self.flat_from_zero = flat_from_zero  # a constant value is drawn from 0 to twice itself (_fit_flat)
         palette = self.widget.palette()
         self.widget.setBackground(palette.color(QPalette.ColorRole.Base))
         self.text = palette.color(QPalette.ColorRole.Text)
@@ -69,6 +75,8 @@ class _Plot:
         self.curves: dict[object, pg.PlotDataItem] = {}
         self.raw: dict[object, pg.PlotDataItem] = {}  # faint unsmoothed curves of smoothable plots
         self.drawn: dict[object, tuple] = {}
+        self.symbols: dict[object, str | None] = {}  # each curve's own marker (None: a line)
+        self.flat_range = False  # the y range was set for a flat curve (see settle)
         self.hover = HoverReadout(self)
 
     def set_title(self, title: str, y_label: str) -> None:
@@ -86,6 +94,7 @@ class _Plot:
             self.raw[key].opts["name"] = f"{name} (raw)"  # named for CSV export, kept out of the legend
         self.curves[key] = self.widget.plot([], [], name=name, pen=pen, connect="finite", symbol=symbol,
                                             symbolSize=6, symbolBrush=pen.color(), symbolPen=None)
+        self.symbols[key] = symbol
         return self.curves[key]
 
     def draw(self, key: object, series: Series, x_offset: float = 0.0) -> bool:
@@ -102,15 +111,34 @@ class _Plot:
             if self.smoothing > 0:
                 raw.setData(x, y, connect="finite")
                 y = ema(y, self.smoothing)
+        # A line through one point draws nothing (issue 24: step 1 was invisible): mark it until a second comes.
+        symbol = self.symbols.get(key) or ("o" if np.count_nonzero(np.isfinite(y)) == 1 else None)
+        if self.curves[key].opts["symbol"] != symbol:
+            self.curves[key].setSymbol(symbol)
         self.curves[key].setData(x, y, connect="finite")
         self.drawn[key] = stamp
         return True
 
     def settle(self) -> None:
         """Auto-range and transform now rather than while painting, where a change costs a second paint."""
+        if self.flat_from_zero:
+            self._fit_flat()
         view = self.item.getViewBox()
         view.updateAutoRange()
         view.updateMatrix()
+
+    def _fit_flat(self) -> None:
+        """A positive value that never changes (a constant learning rate) is drawn mid-plot from 0 to twice
+        itself, not at the bottom of pyqtgraph's ±0.5 around it (issue 24: 0.02 on an axis from -0.4)."""
+        ys = [c.yData for c in self.curves.values() if c.yData is not None and len(c.yData)]
+        values = np.concatenate(ys) if ys else np.array([])
+        values = values[np.isfinite(values)]
+        flat = bool(len(values)) and values.min() == values.max() and values[0] > 0
+        if flat:
+            self.item.setYRange(0.0, 2 * float(values[0]), padding=0)
+        elif self.flat_range:
+            self.item.enableAutoRange(y=True)
+        self.flat_range = flat
 
     def reset_view(self) -> None:
         self.item.enableAutoRange(x=True, y=True)
@@ -122,7 +150,12 @@ class _Plot:
         self.curves.clear()
         self.raw.clear()
         self.drawn.clear()
+        self.symbols.clear()
         self.hover.hide()
+        # Autorange keeps the last range when there is no data: a run that fails before its first step
+        # would show the previous run's axes (issue 24).
+        self.item.getViewBox().setRange(xRange=(0, 1), yRange=(0, 1), padding=0)
+        self.flat_range = False
 
 
 class LivePlots(QWidget):
@@ -132,7 +165,7 @@ class LivePlots(QWidget):
         self.loss = _Plot("Loss", "step", "loss", smoothable=True)
         self.accuracy = _Plot("Validation accuracy", "step", "%")
         self.rate = _Plot("Throughput", "step", "samples/s", smoothable=True)
-        self.lr = _Plot("Learning rate", "step", "LR")
+        self.lr = _Plot("Learning rate", "step", "LR", flat_from_zero=True)
         self.load = _Plot("Load", IDLE_TIME_LABEL, "%")
         self.memory = _Plot("Memory", IDLE_TIME_LABEL, "GiB")
         self.all = (self.loss, self.accuracy, self.rate, self.lr, self.load, self.memory)
@@ -142,12 +175,16 @@ class LivePlots(QWidget):
         self.run_t0: float | None = None  # wall time the shown live run started: the load plots' zero
         self._turn = 0  # the plot whose turn it is to be redrawn first
         self.toolbar = PlotToolbar(self)
+        self.hint = QLabel(EMPTY_HINT)  # the empty state says what will appear here and how to start
+        self.hint.setWordWrap(True)
+        self.hint.setAccessibleName("What the plots will show")
         self.body = PlotGrid()  # the plots' grid, inside a curtain that defers its layout while resizing
         self.curtain = ResizeCurtain(self.body)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(2)
         layout.addWidget(self.toolbar)
+        layout.addWidget(self.hint)
         layout.addWidget(self.curtain, 1)
         self._placed: tuple | None = None
         self._show_optional()
@@ -245,6 +282,7 @@ class LivePlots(QWidget):
     def _show_optional(self) -> None:
         """Accuracy and LR only for runs that report them (the built-in recipe), so scripts keep four plots."""
         m = self.metrics
+        self.hint.setVisible(m is None or (not m.loss and m.samples_per_s.last is None and m.final is None))
         shown = tuple(p for p in self.all if (p is not self.accuracy or (m is not None and m.eval_top1.last is not None))
                       and (p is not self.lr or (m is not None and m.lr.last is not None)))
         if shown == self._placed:
@@ -284,6 +322,8 @@ class LivePlots(QWidget):
             plot.settle()
             drawn += 1
             self._turn = (i + 1) % len(wanted)
+        if drawn and self.metrics is not None and self.metrics.loss and self.hint.isVisibleTo(self):
+            self.hint.hide()
         return drawn > 0
 
     def refresh_all(self) -> None:
