@@ -144,21 +144,31 @@ def test_the_live_plots_reflow_on_laptop_screens_and_nothing_is_clipped(qtbot, o
 
 # -- 3: the form stays put while typing ------------------------------------------------------------------
 def test_the_form_does_not_jump_while_a_value_is_half_typed(qtbot, open_window):
+    from PySide6.QtWidgets import QApplication
+
     from ddpstudio.gui.form_state import SetupState
 
     window = open_window(SetupState(model="resnet18"))  # retyped below: the same valid setup before and after
-    qtbot.waitUntil(lambda: window.machine_panel.decisions.isVisible() and window.check.ok, timeout=RUN_TIMEOUT_MS)
+    # The machine found and the setup checked against it: the panel above the form has its final size.
+    qtbot.waitUntil(lambda: window.machine_panel.inventory is not None and window.check.machine is not None
+                    and not window.check.pending and window.check.ok and window.machine_panel.decisions.isVisible(),
+                    timeout=RUN_TIMEOUT_MS)
     model = window.form.editors["model"]
-    top = model.mapTo(window, QPoint(0, 0)).y()
+
+    def top() -> int:
+        QApplication.sendPostedEvents()  # the layout requests the last change posted: where the field now is
+        return model.mapTo(window, QPoint(0, 0)).y()
+
+    before = top()
     model.lineEdit().selectAll()
     qtbot.keyClicks(model.lineEdit(), "resnet")  # on the way to "resnet18": not a model
     qtbot.waitUntil(lambda: not window.check.pending and bool(window.form.problem_text("model")),
                     timeout=RUN_TIMEOUT_MS)
-    assert model.mapTo(window, QPoint(0, 0)).y() == top
+    assert top() == before
     assert window.machine_panel.decisions.isVisible() and not window.machine_panel.decisions.isEnabled()
     qtbot.keyClicks(model.lineEdit(), "18")
     qtbot.waitUntil(lambda: not window.check.pending and window.check.ok, timeout=RUN_TIMEOUT_MS)
-    assert window.machine_panel.decisions.isEnabled() and model.mapTo(window, QPoint(0, 0)).y() == top
+    assert window.machine_panel.decisions.isEnabled() and top() == before
 
 
 # -- 6: a killed run is called killed ----------------------------------------------------------------------
@@ -267,8 +277,10 @@ def test_a_host_says_it_waits_for_the_other_machine(qtbot, open_window, studio_h
     dialog.adapter.setCurrentIndex(dialog.adapter.findData("lo"))
     with qtbot.waitSignal(window.controller.join_code_received, timeout=RUN_TIMEOUT_MS):
         qtbot.mouseClick(dialog.host_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: any("waiting up to" in e[2] for e in window.log_view.lines),  # the store is up
+                    timeout=RUN_TIMEOUT_MS)
     qtbot.waitUntil(lambda: window.progress.state.text().startswith("Waiting for 1 other machine to join…"),
-                    timeout=10_000)
+                    timeout=10_000)  # not "Starting the ranks…" while no rank can start training
     with qtbot.waitSignal(window.controller.run_finished, timeout=30_000):
         qtbot.mouseClick(window.stop_button, Qt.MouseButton.LeftButton)
     assert_nothing_left(qtbot, studio_home)
@@ -328,10 +340,11 @@ def test_the_plots_empty_state_fresh_axes_a_single_point_and_a_constant_learning
     # Its first step is one point: drawn with a marker until the line has two.
     window.controller.metrics_received.emit(protocol.make_event(protocol.GLOBAL_STEP, step=1, loss=2.0,
                                                                 samples_per_s=50.0, lr=0.02))
-    qtbot.waitUntil(lambda: "global" in plots.loss.curves and curve_points(plots.loss, "global") == 1,
-                    timeout=10_000)
+    qtbot.waitUntil(lambda: not window.render_timer.isActive(), timeout=10_000)  # drawn, then idle
+    assert curve_points(plots.loss, "global") == 1
     assert plots.loss.curves["global"].opts["symbol"] == "o" and plots.rate.curves["global"].opts["symbol"] == "o"
     window.controller.metrics_received.emit(protocol.make_event(protocol.GLOBAL_STEP, step=2, loss=1.5,
                                                                 samples_per_s=60.0, lr=0.02))
-    qtbot.waitUntil(lambda: curve_points(plots.loss, "global") == 2, timeout=10_000)
+    qtbot.waitUntil(lambda: not window.render_timer.isActive(), timeout=10_000)
+    assert curve_points(plots.loss, "global") == 2
     assert plots.loss.curves["global"].opts["symbol"] is None

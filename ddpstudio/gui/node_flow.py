@@ -137,6 +137,11 @@ class NodeFlow(QObject):
     @Slot()
     def _on_node_joined(self) -> None:
         self.panel.node_joined()
+        m = self.window.metrics
+        if m is not None and self.mode == HOST:
+            m.machines_in += 1
+            m.version += 1
+            self.window._kick_render()
 
     @Slot(object)
     def _on_node_news(self, ev: protocol.Event) -> None:

@@ -154,7 +154,9 @@ class _Plot:
         self.hover.hide()
         # Autorange keeps the last range when there is no data: a run that fails before its first step
         # would show the previous run's axes (issue 24).
-        self.item.getViewBox().setRange(xRange=(0, 1), yRange=(0, 1), padding=0)
+        view = self.item.getViewBox()
+        view.setRange(xRange=(0, 1), yRange=(0, 1), padding=0)
+        view.enableAutoRange(x=True, y=True)  # setRange turned it off; without data it keeps 0-1
         self.flat_range = False
 
 

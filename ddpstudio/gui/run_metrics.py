@@ -32,6 +32,7 @@ class RunMetrics:
         self.evals: list[dict] = []  # every eval event's fields, for the summary card
         self.started_t: float | None = None  # wall time of run_started: the start is told against it
         self.machines = 1  # a multi-machine host's node count (from its join code): it waits for the others first
+        self.machines_in = 1  # of those, the machines that have joined (the host's own counts)
         self.meeting: set[int] = set()  # ranks (or, before they know their rank, pids) in init_process_group
         self.joined: set[int] = set()  # ranks that finished init_process_group
         self.first_step_t: float | None = None

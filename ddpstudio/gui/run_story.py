@@ -35,8 +35,8 @@ def start_phase(m: RunMetrics | None, state: str, launched_t: float | None, now:
     if m.first_step_t is not None:
         after = m.first_step_t - launched_t
         return f"First step after {after:.0f} s" if now - m.first_step_t < FIRST_STEP_SHOWN_S else None
-    if m.started_t is None and m.machines > 1:  # a host: its launcher starts once the other machines are in
-        others = m.machines - 1
+    if m.machines > m.machines_in and not m.joined:  # a host: its ranks wait for the other machines' ranks
+        others = m.machines - m.machines_in
         return f"Waiting for {others} other machine{'s' if others != 1 else ''} to join… {elapsed:.0f} s"
     if state == "starting" or m.started_t is None:
         return f"Starting {ranks}… {elapsed:.0f} s"
