@@ -314,6 +314,14 @@ def test_long_tooltips_wrap_at_a_readable_width(qtbot, open_window):
         readable = 80 * tip.fontMetrics().averageCharWidth() + 2 * tip.margin() + 24
         assert tip.width() <= readable and tip.height() > 2 * tip.fontMetrics().height(), (name, tip.size())
     assert window.form.editors["store"].toolTip() == FIELD_HELP["store"]  # as written: only the drawing wraps
+    # The offscreen screen is 800 px wide, and Qt wraps a plain line wider than the screen itself; on a 1920 px
+    # screen a 1,100 px line did not wrap. A line narrower than this screen but over 80 characters shows it here.
+    line = "Where ranks meet before training: a fresh FileStore per run cannot collide with a leftover file."
+    editor = window.form.editors["store"]
+    editor.setToolTip(line)
+    assert 80 < len(line) and editor.fontMetrics().horizontalAdvance(line) < editor.screen().geometry().width()
+    tip = shown_tooltip(qtbot, editor)
+    assert tip.width() <= 80 * tip.fontMetrics().averageCharWidth() + 2 * tip.margin() + 24, tip.size()
 
 
 # -- 8: what the plots show when there is little or nothing to show ------------------------------------------------
