@@ -333,7 +333,8 @@ def test_an_uneven_split_batch_is_said_in_the_plan():
                       detect_inventory())
     assert plan.effective_batch == 2
     assert ("effective batch 2 = 2 ranks x 1 per rank (your batch of 3 does not split evenly over 2 ranks: "
-            "rounded down to 2; give a multiple of 2 to train with all of it)") in plan.reasons
+            "rounded down to 2, 1 sample per step left out; give a multiple of 2 to train with all of it)") \
+        in plan.reasons
     even = build_plan(Request(world_size=2, batch_mode="split", recipe=RecipeSpec(batch_size=4)), current(),
                       detect_inventory())
     assert "effective batch 4 = 2 ranks x 2 per rank" in even.reasons

@@ -122,3 +122,12 @@ def test_exports_csv_png_and_round_trip(tmp_path):
     assert again.rows == result.rows and again.variants == result.variants
     table = format_table(again)
     assert "1.85x" in table and "failed" in table and "gloo, TCP store" in table
+
+
+def test_the_verdict_rests_on_what_was_measured_and_says_what_it_cannot_tell():
+    # Issue 24: on a contended 2-core CPU machine "49% lost to communication" blamed what was never timed.
+    rows = filled(row(1, 100.0, step_time_s=0.080), row(2, 102.0, step_time_s=0.157))
+    text = analysis.verdict(rows, device="cpu", cpu_cores=2)
+    assert "lost to communication" not in text
+    assert "a step took 157 ms at 2 ranks against 80 ms at 1" in text
+    assert "competing for the same CPU cores" in text and "cannot tell apart" in text

@@ -64,9 +64,12 @@ def test_the_start_is_told_phase_by_phase():
     m = RunMetrics()
     assert start_phase(m, "starting", 100.0, now=103.2) == "Starting the ranks… 3 s"
     m.feed(protocol.make_event(protocol.RUN_STARTED, t=101.0, world_size=2))
-    assert start_phase(m, "running", 100.0, now=104.0) == "Waiting for all ranks to join (0 of 2)… 4 s"
+    # Issue 24: until a rank reaches init_process_group it is starting Python and importing torch.
+    assert start_phase(m, "running", 100.0, now=104.0) == "Starting Python and PyTorch in 2 ranks… 4 s"
+    m.feed(protocol.make_event(protocol.RANK_MEETING, rank=1, t=104.2))
+    assert start_phase(m, "running", 100.0, now=104.3) == "Waiting for all ranks to join (1 of 2 arrived)… 4 s"
     m.feed(protocol.make_event(protocol.RANK_JOINED, rank=0, t=104.5))
-    assert start_phase(m, "running", 100.0, now=105.0) == "Waiting for all ranks to join (1 of 2)… 5 s"
+    assert start_phase(m, "running", 100.0, now=105.0) == "Waiting for all ranks to join (2 of 2 arrived)… 5 s"
     m.feed(protocol.make_event(protocol.RANK_JOINED, rank=1, t=105.5))
     assert start_phase(m, "running", 100.0, now=106.0) == "All 2 ranks joined; waiting for the first step… 6 s"
     m.feed(protocol.make_event(protocol.GLOBAL_STEP, t=106.4, step=1, loss=2.0))

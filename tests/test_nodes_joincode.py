@@ -82,7 +82,8 @@ def test_join_reads_the_code_from_stdin_and_refuses_garbage_there_too(studio_hom
     assert done.returncode == 2 and done.stdout == ""
     [line] = done.stderr.strip().splitlines()
     assert line.startswith("ddpstudio: error: the join code is incomplete or mistyped") and \
-        line.endswith("copy the whole code again from the host (it starts with 'ddps1.')"), line
+        line.endswith("copy the whole code again from the host: part of it is missing or changed"), line
+    assert "starts with 'ddps1.'" not in line  # issue 24: the pasted text already does
 
 
 def test_a_shared_folder_code_carries_the_store_path_and_old_codes_still_read():

@@ -39,7 +39,7 @@ def main(args: argparse.Namespace) -> int:
             script_path = nodescript.locate(nodescript.ScriptRef.from_dict(code.script))
         except (nodescript.ScriptMissing, KeyError) as exc:
             return fail(str(exc) if isinstance(exc, nodescript.ScriptMissing) else
-                        f"the join code's script entry is damaged; {joincode.BAD_CODE_HINT}")
+                        f"the join code's script entry is damaged; {joincode.PARTIAL_CODE_HINT}")
     if not args.json:
         print(f"joining {code.masked()}" + (f"; running {script_path}" if script_path else ""), flush=True)  # the token only masked: this may end up in a log
     try:

@@ -77,6 +77,9 @@ class ScriptSpec:
     one_gpu_per_rank: bool = False  # CUDA_VISIBLE_DEVICES: each rank sees only its own GPU, as cuda:0
 
 
+AUTO_CHOICES = ("backend", "world_size", "store", "grad_exchange", "workers")
+
+
 @dataclass
 class Plan:
     run_id: str
@@ -107,6 +110,9 @@ class Plan:
     node_rank: int = 0  # this machine's place: its ranks are node_rank x ranks_per_node + local rank
     gpus: list[str] | None = None  # the GPUs chosen to train on (UUIDs: core/gpu/selection.py); None: all
     max_restarts: int = 0  # a rank that dies restarts the group this often at most (core/launch/restart.py)
+    # The choices left to DDP Studio (of AUTO_CHOICES): "run again" keeps them automatic, so a run from a
+    # CPU machine still adapts to a GPU machine. Plans written before this field list none.
+    auto: list[str] = field(default_factory=list)
 
     @property
     def kind(self) -> str:

@@ -169,14 +169,24 @@ def batch_reason(effective: int, world_size: int, per_rank: int, accumulate: int
     text = f"effective batch {effective} = {world_size} ranks x {per_rank} per rank"
     if accumulate > 1:
         text += f" x {accumulate} micro-batches accumulated per optimizer step"
-    if split is not None and split != effective:
-        over = f"{world_size} ranks" + (f" x {accumulate} micro-batches" if accumulate > 1 else "")
-        text += (f" (your batch of {split} does not split evenly over {over}: rounded down to {effective}; give a "
-                 f"multiple of {world_size * accumulate} to train with all of it)")
+    if split is not None:
+        text += split_note(split, effective, world_size, accumulate)
     if lr is not None:
         text += (f"; learning rate scaled to {lr:g} (x{world_size * accumulate}: the effective batch over one "
                  "rank's micro-batch, the linear scaling rule)")
     return text
+
+
+def split_note(asked: int, effective: int, world_size: int, accumulate: int = 1) -> str:
+    """What a split batch that does not divide evenly leaves out, in the plan's and the form's words ("" when
+    it divides): 33 over 2 ranks trains 32 (issues 24 and 27: never unsaid)."""
+    left = asked - effective
+    if left <= 0:
+        return ""
+    over = f"{world_size} ranks" + (f" x {accumulate} micro-batches" if accumulate > 1 else "")
+    return (f" (your batch of {asked} does not split evenly over {over}: rounded down to {effective}, {left} "
+            f"sample{'s' if left != 1 else ''} per step left out; give a multiple of {world_size * accumulate} to "
+            "train with all of it)")
 
 
 def choose_grad_exchange(request: Request, backend: str, device: str,
@@ -248,7 +258,8 @@ def build_plan(request: Request, platform: Platform, machine: Machine,
             except ValueError as exc:
                 raise PolicyError(str(exc), "store_path") from None
             store_path, fixed = safe.path, True
-            reasons.append(f"FileStore at your fixed path {store_path}")
+            # Instead of the store's own reason, which (with store "auto") said "in a fresh file".
+            reasons[reasons.index(store.reason)] = f"FileStore at your fixed path {store_path}"
         else:
             safe = safe_store_folder(paths.store_dir(), platform)
             store_path = (ntpath if platform.is_windows else posixpath).join(safe.path, f"{run_id}.store")
@@ -304,7 +315,7 @@ def build_plan(request: Request, platform: Platform, machine: Machine,
         recipe=recipe, script=request.script, effective_batch=eff, lr=lr,
         grad_exchange=str(exchange.value), grad_compression=str(compression.value),
         rank_helper=request.rank_helper, gpus=gpus.ids if gpus else None,
-        max_restarts=request.max_restarts,
+        max_restarts=request.max_restarts, auto=auto_choices(request),
     )
 
 
@@ -351,6 +362,15 @@ def _workers_that_fit(workers: Decision, ranks: int, oversubscribe: bool) -> Dec
         return workers
     return Decision(workers.value, f"{workers.reason} (past the {most} per rank this machine holds: "
                                    "--oversubscribe)")
+
+
+def auto_choices(request: Request) -> list[str]:
+    """Which of the plan's choices the request left to DDP Studio (``Plan.auto``)."""
+    left = {"backend": request.backend == "auto", "world_size": request.world_size is None,
+            "store": request.store == "auto" and not request.store_path,
+            "grad_exchange": request.grad_exchange == "auto",
+            "workers": request.recipe is not None and request.recipe.workers is None}
+    return [name for name, is_auto in left.items() if is_auto]
 
 
 def plan_file(plan: Plan) -> Path:

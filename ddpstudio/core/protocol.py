@@ -33,6 +33,7 @@ NO_NCCL_WINDOWS = "windows"
 
 RUN_STARTED = "run_started"
 RANK_STARTED = "rank_started"
+RANK_MEETING = "rank_meeting"  # a rank called init_process_group: Python and torch are up, it waits for the rest
 RANK_JOINED = "rank_joined"
 RANK_LEFT = "rank_left"  # a script's rank called destroy_process_group (reported by the rank helper)
 RANK_WATCHED = "rank_watched"  # the rank helper saw a script's rank import torch.distributed
@@ -55,6 +56,7 @@ KNOWN_TYPES = frozenset(
     {
         RUN_STARTED,
         RANK_STARTED,
+        RANK_MEETING,
         RANK_JOINED,
         RANK_LEFT,
         RANK_WATCHED,

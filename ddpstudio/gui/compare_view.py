@@ -20,7 +20,7 @@ from PySide6.QtCore import Qt
 
 from ddpstudio.cli.progress import format_eta
 from ddpstudio.core.metrics import compare
-from ddpstudio.core.metrics.catalog import UNKNOWN
+from ddpstudio.core.metrics.catalog import KILLED, UNKNOWN
 from ddpstudio.core.metrics.compare import Compared, Quantity, XAxis
 from ddpstudio.gui.plots import colour
 from ddpstudio.gui.workers import Workers
@@ -130,7 +130,7 @@ class CompareView(QWidget):
         # killed) its files still grow between two reads.
         sizes = {r.entry.run_id: r.entry.size_bytes for r in runs}
         growing = [r.entry.run_id for r in runs
-                   if r.entry.live or (r.entry.state == UNKNOWN and self._sizes.get(r.entry.run_id, -1) !=
+                   if r.entry.live or (r.entry.state in (KILLED, UNKNOWN) and self._sizes.get(r.entry.run_id, -1) !=
                                        r.entry.size_bytes)]
         self.runs, self._sizes = runs, sizes
         if growing:

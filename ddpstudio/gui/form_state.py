@@ -97,6 +97,9 @@ class SetupState:
         The script arguments are split by ``platform``'s rules (core/cmdline.py): a Windows path
         keeps its backslashes."""
         spawn = self.workload == STYLE_WORKLOADS["spawn"]  # the script decides its ranks: no world size
+        if self.store == "fixed" and not self.store_path.strip():  # else it launched a fresh store, unsaid
+            raise FieldError("store_path", "a FileStore at a fixed path needs the path: choose a file, or "
+                                           "choose a fresh FileStore for each run")
         request = Request(backend=self.backend, world_size=None if spawn else self.world_size or None,
                           store={"fresh": "auto", "fixed": "file", "tcp": "tcp"}.get(self.store, self.store),
                           store_path=self.store_path.strip() or None if self.store == "fixed" else None,
@@ -154,8 +157,13 @@ def from_plan(plan: Plan, platform: Platform | None = None) -> SetupState:
         state.model, state.data, state.data_dir, state.image_size = r.model, r.data, r.data_dir or "", r.image_size
         state.batch_size, state.scale_lr, state.lr = r.batch_size, r.scale_lr, r.lr  # per rank after any split
         state.epochs, state.max_steps = r.epochs, r.max_steps or 0
-        state.workers = -1 if r.workers is None else r.workers  # the number the run used, as chosen then
+        state.workers = -1 if r.workers is None or "workers" in plan.auto else r.workers
         state.checkpoint_dir, state.resume = r.checkpoint_dir or "", r.resume
         state.accumulate, state.checkpoint_every = r.accumulate, r.checkpoint_every or 0
         state.lr_schedule, state.warmup_steps, state.eval_every = r.lr_schedule, r.warmup_steps, r.eval_every or 0
+    # What the run left to DDP Studio stays automatic (issue 24: "run again" made it "chosen by you").
+    defaults = SetupState()
+    for name in ("backend", "world_size", "grad_exchange", "workers"):
+        if name in plan.auto:
+            setattr(state, name, getattr(defaults, name))
     return state

@@ -23,6 +23,7 @@ class LaunchFlow(QObject):
         w.settings.set("setup", state.to_dict())
         w.settings.save()
         self.preparing = True
+        w.statusBar().clearMessage()  # "Copied: …", "Benchmark done": about something before this launch
         w.error_panel.clear()
         w.progress.set_state("preparing")
         w._update_actions()

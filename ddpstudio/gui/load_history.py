@@ -20,6 +20,7 @@ class LoadHistory:
     def __init__(self, capacity: int = 2048, t0: float | None = None) -> None:
         self.capacity = capacity
         self.t0 = t0
+        self.from_run = False  # a past run's history: x already counts from that run's start
         self.gpu_util: dict[int, Series] = {}
         self.gpu_mem_gb: dict[int, Series] = {}
         self.cpu_pct: dict[int, Series] = {}  # per rank: 100 = one whole core
@@ -34,6 +35,7 @@ class LoadHistory:
     def from_history(cls, history: RunHistory, capacity: int = 2048) -> "LoadHistory":
         """A past run's load curves as its launcher sampled them (x: seconds since the run started)."""
         loaded = cls(capacity, t0=history.t0)
+        loaded.from_run = True
         tables = ((rows.GPU_UTIL, loaded.gpu_util), (rows.GPU_MEM_GB, loaded.gpu_mem_gb),
                   (rows.CPU_PCT, loaded.cpu_pct), (rows.RSS_MB, loaded.rss_mb))
         for metric, table in tables:

@@ -242,7 +242,16 @@ class MachinePanel(QGroupBox):
                 card.update_sample(sample)
 
     def set_plan(self, plan: Plan | None) -> None:
-        """The decisions the current setup leads to, each with its reason."""
+        """The decisions the current setup leads to, each with its reason. While the setup has a problem
+        (often a half-typed value: "resnet" on the way to "resnet18") the last decisions stay, greyed, so
+        the form below does not jump under the cursor (issue 24: it moved by about 105 px)."""
+        if plan is None and self.decisions.text():
+            self.decisions.setEnabled(False)
+            self.decisions.setToolTip("The setup has a problem (marked in red in the form): these are the "
+                                      "decisions of the last setup that was valid")
+            return
+        self.decisions.setEnabled(True)
+        self.decisions.setToolTip("")
         self.show_reasons(plan.reasons if plan else None)
 
     def show_reasons(self, reasons: list[str] | None) -> None:

@@ -35,6 +35,7 @@ from ddpstudio.gui.settings import Settings
 from ddpstudio.gui.setup_check import SetupCheck
 from ddpstudio.gui.setup_column import SetupColumn
 from ddpstudio.gui.setup_form import SetupForm
+from ddpstudio.gui.tooltips import ReadableTips
 from ddpstudio.gui.window_actions import WindowActions, about
 from ddpstudio.gui.window_explain import WindowExplainer
 from ddpstudio.gui.window_settings import restore_window, save_window
@@ -73,6 +74,8 @@ class MainWindow(QMainWindow):
         self._connect()
         self.node_flow = NodeFlow(self)  # Run ▸ Host / Join: after _connect, its slots speak last
         restore_window(self)
+        self.tips = ReadableTips(self)
+        self.tips.watch(self)
         self.render_timer = QTimer(self)
         self.render_timer.setInterval(RENDER_MS)
         self.render_timer.timeout.connect(self._render)
@@ -139,6 +142,7 @@ class MainWindow(QMainWindow):
         self.runs_panel.open_folder_requested.connect(self._open_folder)
         self.form.changed.connect(lambda: self.bench_view.set_workload(self.form.state().workload))
         self.bench.active_changed.connect(self._update_actions)
+        self.bench.active_changed.connect(self._on_bench_active)
         self.bench.bench_finished.connect(self._on_bench_finished)
 
     # -- settings ----------------------------------------------------------------
@@ -150,6 +154,7 @@ class MainWindow(QMainWindow):
     def _on_inventory(self, inventory: Inventory) -> None:
         self.machine_panel.set_inventory(inventory)
         self._show_chosen_gpus()
+        self.tips.watch(self.machine_panel)  # its cards are new
         biggest = max((gpu.total_memory_mb for gpu in inventory.gpus), default=0) / 1024
         self.plots.show_load(self.history, inventory.cpu_mode, biggest or None)
         self.form.set_world_hint(inventory.gpu_count if not inventory.cpu_mode else 2)
@@ -261,6 +266,13 @@ class MainWindow(QMainWindow):
             self.error_panel.show_advice(hint)
 
     # -- benchmark -------------------------------------------------------------------------
+    @Slot(bool)
+    def _on_bench_active(self, active: bool) -> None:
+        if active:  # what the window showed was about the last run, not this benchmark
+            self.metrics = None
+            self.statusBar().clearMessage()
+            self.run_view.begin_bench()
+
     @Slot(object)
     def _on_bench_finished(self, result) -> None:
         if result is not None:

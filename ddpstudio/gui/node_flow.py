@@ -128,10 +128,20 @@ class NodeFlow(QObject):
             return
         self.panel.show_host(text, code, str(ev.get("adapter") or ""), str(ev.get("adapter_reason") or ""))
         self._show_reasons(ev)
+        m = self.window.metrics
+        if m is not None:  # the header says the host waits for the other machines, not "Starting the ranks…"
+            m.machines = code.nodes
+            m.version += 1
+            self.window._kick_render()
 
     @Slot()
     def _on_node_joined(self) -> None:
         self.panel.node_joined()
+        m = self.window.metrics
+        if m is not None and self.mode == HOST:
+            m.machines_in += 1
+            m.version += 1
+            self.window._kick_render()
 
     @Slot(object)
     def _on_node_news(self, ev: protocol.Event) -> None:

@@ -17,10 +17,12 @@ import time
 
 import numpy as np
 import pyqtgraph as pg
+from PySide6.QtCore import Qt
 from PySide6.QtGui import QPalette
-from PySide6.QtWidgets import QGridLayout, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
 from ddpstudio.gui.load_history import LoadHistory
+from ddpstudio.gui.plot_grid import PlotGrid
 from ddpstudio.gui.plot_hover import HoverReadout
 from ddpstudio.gui.plot_speed import GRID_ALPHA, ResizeCurtain, ResizeLean
 from ddpstudio.gui.plot_toolbar import PlotToolbar
@@ -32,6 +34,10 @@ from ddpstudio.gui.smoothing import ema
 COLOURS = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#999999")
 IDLE_TIME_LABEL, RUN_TIME_LABEL = "time since the window opened (s)", "time since the run started (s)"
 RAW_ALPHA = 60  # of 255: the unsmoothed curve behind a smoothed one, as TensorBoard draws it
+EMPTY_HINT = ("Nothing measured yet. Once a run trains, these plots show the loss per rank and its mean, the "
+              "throughput and the machine's load (and, for the built-in recipe, validation accuracy and the "
+              "learning rate). Set up a run on the left and press Launch (F5), or reopen a past run in the Runs "
+              "tab.")
 
 
 def colour(i: int) -> str:
@@ -41,9 +47,11 @@ def colour(i: int) -> str:
 class _Plot:
     """One PlotWidget and the curves on it, keyed by whatever names the series."""
 
-    def __init__(self, title: str, x_label: str, y_label: str, smoothable: bool = False) -> None:
+    def __init__(self, title: str, x_label: str, y_label: str, smoothable: bool = False,
+                 flat_from_zero: bool = False) -> None:
         self.widget = pg.PlotWidget()
         self.name, self.smoothable, self.smoothing = title, smoothable, 0.0
+        self.flat_from_zero = flat_from_zero  # a constant value is drawn from 0 to twice itself (_fit_flat)
         palette = self.widget.palette()
         self.widget.setBackground(palette.color(QPalette.ColorRole.Base))
         self.text = palette.color(QPalette.ColorRole.Text)
@@ -67,6 +75,8 @@ class _Plot:
         self.curves: dict[object, pg.PlotDataItem] = {}
         self.raw: dict[object, pg.PlotDataItem] = {}  # faint unsmoothed curves of smoothable plots
         self.drawn: dict[object, tuple] = {}
+        self.symbols: dict[object, str | None] = {}  # each curve's own marker (None: a line)
+        self.flat_range = False  # the y range was set for a flat curve (see settle)
         self.hover = HoverReadout(self)
 
     def set_title(self, title: str, y_label: str) -> None:
@@ -84,6 +94,7 @@ class _Plot:
             self.raw[key].opts["name"] = f"{name} (raw)"  # named for CSV export, kept out of the legend
         self.curves[key] = self.widget.plot([], [], name=name, pen=pen, connect="finite", symbol=symbol,
                                             symbolSize=6, symbolBrush=pen.color(), symbolPen=None)
+        self.symbols[key] = symbol
         return self.curves[key]
 
     def draw(self, key: object, series: Series, x_offset: float = 0.0) -> bool:
@@ -100,15 +111,34 @@ class _Plot:
             if self.smoothing > 0:
                 raw.setData(x, y, connect="finite")
                 y = ema(y, self.smoothing)
+        # A line through one point draws nothing (issue 24: step 1 was invisible): mark it until a second comes.
+        symbol = self.symbols.get(key) or ("o" if np.count_nonzero(np.isfinite(y)) == 1 else None)
+        if self.curves[key].opts["symbol"] != symbol:
+            self.curves[key].setSymbol(symbol)
         self.curves[key].setData(x, y, connect="finite")
         self.drawn[key] = stamp
         return True
 
     def settle(self) -> None:
         """Auto-range and transform now rather than while painting, where a change costs a second paint."""
+        if self.flat_from_zero:
+            self._fit_flat()
         view = self.item.getViewBox()
         view.updateAutoRange()
         view.updateMatrix()
+
+    def _fit_flat(self) -> None:
+        """A positive value that never changes (a constant learning rate) is drawn mid-plot from 0 to twice
+        itself, not at the bottom of pyqtgraph's ±0.5 around it (issue 24: 0.02 on an axis from -0.4)."""
+        ys = [c.yData for c in self.curves.values() if c.yData is not None and len(c.yData)]
+        values = np.concatenate(ys) if ys else np.array([])
+        values = values[np.isfinite(values)]
+        flat = bool(len(values)) and values.min() == values.max() and values[0] > 0
+        if flat:
+            self.item.setYRange(0.0, 2 * float(values[0]), padding=0)
+        elif self.flat_range:
+            self.item.enableAutoRange(y=True)
+        self.flat_range = flat
 
     def reset_view(self) -> None:
         self.item.enableAutoRange(x=True, y=True)
@@ -120,7 +150,14 @@ class _Plot:
         self.curves.clear()
         self.raw.clear()
         self.drawn.clear()
+        self.symbols.clear()
         self.hover.hide()
+        # Autorange keeps the last range when there is no data: a run that fails before its first step
+        # would show the previous run's axes (issue 24).
+        view = self.item.getViewBox()
+        view.setRange(xRange=(0, 1), yRange=(0, 1), padding=0)
+        view.enableAutoRange(x=True, y=True)  # setRange turned it off; without data it keeps 0-1
+        self.flat_range = False
 
 
 class LivePlots(QWidget):
@@ -130,7 +167,7 @@ class LivePlots(QWidget):
         self.loss = _Plot("Loss", "step", "loss", smoothable=True)
         self.accuracy = _Plot("Validation accuracy", "step", "%")
         self.rate = _Plot("Throughput", "step", "samples/s", smoothable=True)
-        self.lr = _Plot("Learning rate", "step", "LR")
+        self.lr = _Plot("Learning rate", "step", "LR", flat_from_zero=True)
         self.load = _Plot("Load", IDLE_TIME_LABEL, "%")
         self.memory = _Plot("Memory", IDLE_TIME_LABEL, "GiB")
         self.all = (self.loss, self.accuracy, self.rate, self.lr, self.load, self.memory)
@@ -140,15 +177,16 @@ class LivePlots(QWidget):
         self.run_t0: float | None = None  # wall time the shown live run started: the load plots' zero
         self._turn = 0  # the plot whose turn it is to be redrawn first
         self.toolbar = PlotToolbar(self)
-        self.body = QWidget()  # the plots' grid, inside a curtain that defers its layout while resizing
-        self.grid = QGridLayout(self.body)
-        self.grid.setContentsMargins(0, 0, 0, 0)
-        self.grid.setSpacing(2)
+        self.hint = QLabel(EMPTY_HINT)  # the empty state says what will appear here and how to start
+        self.hint.setWordWrap(True)
+        self.hint.setAccessibleName("What the plots will show")
+        self.body = PlotGrid()  # the plots' grid, inside a curtain that defers its layout while resizing
         self.curtain = ResizeCurtain(self.body)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(2)
         layout.addWidget(self.toolbar)
+        layout.addWidget(self.hint)
         layout.addWidget(self.curtain, 1)
         self._placed: tuple | None = None
         self._show_optional()
@@ -172,6 +210,9 @@ class LivePlots(QWidget):
     def show_load(self, history: LoadHistory, cpu_mode: bool, gpu_memory_gib: float | None = None) -> None:
         """The machine's load: per rank on the CPU, per GPU (on fixed scales, so 94% does not look empty)."""
         self.history = history
+        since = RUN_TIME_LABEL if history.from_run or self.run_t0 is not None else IDLE_TIME_LABEL
+        for plot in (self.load, self.memory):
+            plot.item.setLabel("bottom", since)
         if cpu_mode != self.cpu_mode:
             self.cpu_mode = cpu_mode
             self.load.clear()
@@ -207,9 +248,11 @@ class LivePlots(QWidget):
 
     # -- drawing (the render timer calls this) ----------------------------------
     def _load_offset(self) -> float:
-        """Load history counts from the window's first sample; the plots count from the run's start."""
+        """The window's load history counts from its first sample; the plots count from the live run's start.
+        A past run's history already counts from that run's start (issue 24: subtracting the live run's
+        start from it dropped every point once anything had been launched)."""
         h = self.history
-        if self.run_t0 is None or h is None or h.t0 is None:
+        if self.run_t0 is None or h is None or h.t0 is None or h.from_run:
             return 0.0
         return max(0.0, self.run_t0 - h.t0)
 
@@ -242,19 +285,22 @@ class LivePlots(QWidget):
     def _show_optional(self) -> None:
         """Accuracy and LR only for runs that report them (the built-in recipe), so scripts keep four plots."""
         m = self.metrics
+        self.hint.setVisible(m is None or (not m.loss and m.samples_per_s.last is None and m.final is None))
         shown = tuple(p for p in self.all if (p is not self.accuracy or (m is not None and m.eval_top1.last is not None))
                       and (p is not self.lr or (m is not None and m.lr.last is not None)))
         if shown == self._placed:
             return
         self._placed = shown
-        for plot in self.all:  # two columns, no holes: the grid is rebuilt from the plots shown
-            self.grid.removeWidget(plot.widget)
-        for i, plot in enumerate(shown):
-            self.grid.addWidget(plot.widget, i // 2, i % 2)
         for plot in self.all:
-            if plot.widget.parent() is not self.body:  # never placed yet: inside, not a window of its own
-                plot.widget.setParent(self.body)
+            if plot.widget.parent() is not self.body.sheet:  # never placed yet: inside, not a window of its own
+                plot.widget.setParent(self.body.sheet)
             plot.widget.setVisible(plot in shown)
+            self._fit(plot)
+        self.body.place(tuple(p.widget for p in shown))  # no holes: the grid is rebuilt from the plots shown
+
+    def _fit(self, plot: _Plot) -> None:
+        """Keep the plot at least as big as its title, axes and legend need (the legend grows with curves)."""
+        self.body.fit(plot.widget, plot.item.effectiveSizeHint(Qt.SizeHint.MinimumSize).toSize())
 
     def refresh(self, plots: int = 1) -> bool:
         """Redraw at most ``plots`` plots whose series changed, taking turns, so that one tick
@@ -274,12 +320,15 @@ class LivePlots(QWidget):
             for key, name, pen_colour, width, series, symbol in curves:
                 if key not in plot.curves:
                     plot.curve(key, name, pg.mkPen(pen_colour, width=width), symbol)
+                    self._fit(plot)
                 plot.draw(key, series, x_offset)
             if plot in (self.accuracy, self.lr) and plot not in (self._placed or ()):
                 self._show_optional()
             plot.settle()
             drawn += 1
             self._turn = (i + 1) % len(wanted)
+        if drawn and self.metrics is not None and self.metrics.loss and self.hint.isVisibleTo(self):
+            self.hint.hide()
         return drawn > 0
 
     def refresh_all(self) -> None:

@@ -66,6 +66,7 @@ class PresetBar(QWidget):
         layout.addWidget(self.save_button)
         layout.addWidget(self.delete_button)
         self.combo.activated.connect(self._on_chosen)
+        form.changed.connect(self._mark_edited)
         self.save_button.clicked.connect(self.save_current)
         self.delete_button.clicked.connect(self.delete_current)
         self.reload()
@@ -79,6 +80,13 @@ class PresetBar(QWidget):
         self.combo.setCurrentIndex(max(0, self.combo.findData(select)))
         self.combo.blockSignals(False)
         self.delete_button.setEnabled(bool(select))
+
+    def _mark_edited(self) -> None:
+        """The chosen preset's name says "(edited)" once the form no longer holds it (issue 24)."""
+        index, name = self.combo.currentIndex(), self.combo.currentData()
+        if name:
+            edited = self.presets.get(name) != self.form.state()
+            self.combo.setItemText(index, f"{name} (edited)" if edited else name)
 
     def _on_chosen(self, index: int) -> None:
         name = self.combo.itemData(index)

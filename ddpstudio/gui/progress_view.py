@@ -20,7 +20,7 @@ from ddpstudio.gui import run_story
 
 STATE_TEXT = {"idle": "Ready", "preparing": "Preparing…", "starting": "Starting the ranks…",
               "running": "Training", "stopping": "Stopping…", "finished": "Finished", "failed": "Failed",
-              "stopped": "Stopped", protocol.NOTHING_TRAINED: "Finished, but nothing trained",
+              "stopped": "Stopped", "killed": "Killed", protocol.NOTHING_TRAINED: "Finished, but nothing trained",
               protocol.NOT_DISTRIBUTED: "Not a distributed script"}
 
 
@@ -100,6 +100,11 @@ class ProgressView(QWidget):
             self.set_state("idle")
             self.refresh()
             return
+        if self.metrics is not None or self.card.isVisible():  # the last run's card and bar are not about this
+            self.show_metrics(None)
+            self.card.hide()
+            self.compare_button.hide()
+            self.ended_dir = ""
         within = p.step / p.total_steps if p.total_steps and p.phase in ("warmup", "measuring") else 0.0
         done = min(1.0, (p.run_index + (1.0 if p.phase in ("done", "failed") else within)) / max(1, p.runs))
         self.state.setText(f"Benchmark: run {p.run_index + 1} of {p.runs}")
@@ -147,8 +152,8 @@ class ProgressView(QWidget):
             parts.append(f"loss {m.global_loss.last[1]:.4f}")
         if m.samples_per_s.last is not None:
             parts.append(f"{m.samples_per_s.last[1]:.0f} samples/s")
-        if fraction is not None and m.final is None:
-            parts.append(f"ETA {format_eta(eta)}")
+        if fraction is not None and m.final is None and self.state_name in ("starting", "running"):
+            parts.append(f"ETA {format_eta(eta)}")  # only while it trains: a killed past run has no ETA
         if m.restarts:  # run_restarted: the log says why
             parts.append(f"restarted {m.restarts}× after a crash")
         self.numbers.setText("  ·  ".join(parts))

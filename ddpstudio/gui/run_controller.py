@@ -186,7 +186,9 @@ class RunController(QObject):
     def _handle_step(self, ev: protocol.Event) -> None:
         self.metrics_received.emit(ev)
 
+    # rank_meeting: the progress line tells "starting Python and PyTorch" from "waiting for the others"
     _handle_global_step = _handle_epoch_end = _handle_eval = _handle_model_saved = _handle_step
+    _handle_rank_meeting = _handle_step
 
     def _handle_checkpoint_saved(self, ev: protocol.Event) -> None:
         self.metrics_received.emit(ev)

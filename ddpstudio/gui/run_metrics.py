@@ -31,6 +31,9 @@ class RunMetrics:
         self.eval_top5 = Series(capacity)
         self.evals: list[dict] = []  # every eval event's fields, for the summary card
         self.started_t: float | None = None  # wall time of run_started: the start is told against it
+        self.machines = 1  # a multi-machine host's node count (from its join code): it waits for the others first
+        self.machines_in = 1  # of those, the machines that have joined (the host's own counts)
+        self.meeting: set[int] = set()  # ranks (or, before they know their rank, pids) in init_process_group
         self.joined: set[int] = set()  # ranks that finished init_process_group
         self.first_step_t: float | None = None
         self.model_path: str | None = None
@@ -90,6 +93,9 @@ class RunMetrics:
         if lr is not None:
             self.lr.append(step, lr)
         self._advance(int(step), ev.t)
+
+    def _handle_rank_meeting(self, ev: protocol.Event) -> None:
+        self.meeting.add(ev.rank if ev.rank is not None else ev.get("pid"))
 
     def _handle_rank_joined(self, ev: protocol.Event) -> None:
         if ev.rank is not None:

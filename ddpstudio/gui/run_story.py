@@ -1,7 +1,8 @@
 """What the run is doing, told in words: the start phase by phase, and the end as a summary.
 
 Pure functions of the run's metrics, so the progress line and its tests agree:
-"Starting 2 ranks… 3 s", "Waiting for all ranks to join (1 of 2)… 4 s",
+"Starting 2 ranks… 3 s", "Starting Python and PyTorch in 2 ranks… 5 s" (until a
+rank calls init_process_group), "Waiting for all ranks to join (1 of 2 arrived)… 8 s",
 "First step after 6 s", then "Training"; at the end, the outcome, duration,
 losses, accuracy, throughput, and where the weights and checkpoint are.
 """
@@ -34,12 +35,17 @@ def start_phase(m: RunMetrics | None, state: str, launched_t: float | None, now:
     if m.first_step_t is not None:
         after = m.first_step_t - launched_t
         return f"First step after {after:.0f} s" if now - m.first_step_t < FIRST_STEP_SHOWN_S else None
+    if m.machines > m.machines_in and not m.joined:  # a host: its ranks wait for the other machines' ranks
+        others = m.machines - m.machines_in
+        return f"Waiting for {others} other machine{'s' if others != 1 else ''} to join… {elapsed:.0f} s"
     if state == "starting" or m.started_t is None:
         return f"Starting {ranks}… {elapsed:.0f} s"
+    if not m.meeting and not m.joined:  # issue 24: "(0 of 2)" here read like a rendezvous failure
+        return f"Starting Python and PyTorch in {ranks}… {elapsed:.0f} s"
     if world and len(m.joined) >= world:
         return f"All {world} ranks joined; waiting for the first step… {elapsed:.0f} s"
-    joined = f" ({len(m.joined)} of {world})" if world else ""
-    return f"Waiting for all ranks to join{joined}… {elapsed:.0f} s"
+    arrived = f" ({len(m.meeting | m.joined)} of {world} arrived)" if world else ""  # at init_process_group
+    return f"Waiting for all ranks to join{arrived}… {elapsed:.0f} s"
 
 
 def summary(m: RunMetrics, platform: Platform) -> str:

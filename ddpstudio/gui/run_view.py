@@ -104,6 +104,14 @@ class RunView(QWidget):
             self.log_view.append(None, "studio", note)
         self.tabs.setCurrentWidget(self.plots)
 
+    def begin_bench(self) -> None:
+        """A benchmark starts: the header, the plots and the error panel no longer tell the last run
+        (issue 24); its runs are told in the Benchmark tab, which comes to the front."""
+        self._leave_past()
+        self.show_metrics(None)
+        self.error_panel.clear()
+        self.tabs.setCurrentWidget(self.bench_view)
+
     def show_failure(self, title: str, final: dict, metrics: RunMetrics | None) -> None:
         """The root cause of a run_finished event, with the hints its words call for."""
         cause = final.get("root_cause") or {}
@@ -140,7 +148,7 @@ class RunView(QWidget):
                                  f"plots show what it "
                                  f"measured, not this machine now. Launch to go live again.")
         self.past_banner.show()
-        # A run still training (or one whose launcher was killed) has no end state to show yet.
+        # A run still training has no end state to show yet; one whose launcher was killed says so.
         self.progress.set_state(s.state if s.state not in (RUNNING, UNKNOWN) else "idle")
         self.log_view.clear()
         self.log_view.extend(run.logs)

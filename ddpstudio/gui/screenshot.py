@@ -1,10 +1,13 @@
-"""Grab the window mid-run, for the docs: ``python -m ddpstudio.gui.screenshot OUT.png [--steps N] [--bench]``.
+"""Grab the window mid-run, for the docs: ``python -m ddpstudio.gui.screenshot OUT.png [--steps N] [--bench]
+[--idle] [--past RUN_DIR] [--size WxH]``.
 
 Opens the real window (run it under ``xvfb-run -a`` on a machine without a
 display), launches the built-in demo from it, waits until ``--steps`` global
 steps have been plotted, saves the PNG, stops the run and quits. With
 ``--bench`` it runs the Benchmark tab's default sweep (1 and 2 ranks) instead
-and grabs the tab when the benchmark is done.
+and grabs the tab when the benchmark is done; with ``--idle`` it grabs the
+window before anything ran, and with ``--past RUN_DIR`` that run reopened
+from the Runs tab.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=40, help="grab after this many global steps")
     parser.add_argument("--idle", action="store_true", help="grab the idle window instead of a run")
     parser.add_argument("--bench", action="store_true", help="run the Benchmark tab and grab it when done")
+    parser.add_argument("--past", metavar="RUN_DIR", help="grab this past run, reopened from the Runs tab")
     parser.add_argument("--size", default="1360x860")
     args = parser.parse_args(argv)
 
@@ -54,6 +58,12 @@ def main(argv: list[str] | None = None) -> int:
         window.close()  # asks (answered yes), stops the run, closes when it has ended
 
     def poll() -> None:
+        if args.past:
+            if not state["launched"] and window.check.latest is not None and not window.check.pending:
+                state["launched"] = True
+                window.past_run_shown.connect(lambda _run: QTimer.singleShot(1500, grab))
+                window.past_runs.show(args.past)
+            return
         if args.idle:
             if window.check.latest is not None and not window.check.pending:
                 timer.stop()

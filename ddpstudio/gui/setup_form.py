@@ -13,7 +13,7 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFormLayout
 
 from ddpstudio.core.plan import DEFAULT_DIST_ARGS, LR_SCHEDULES
 from ddpstudio.core.platform import Platform
-from ddpstudio.core.policy import PolicyError, effective_batch
+from ddpstudio.core.policy import PolicyError, effective_batch, split_note
 from ddpstudio.core.validate import Problem
 from ddpstudio.gui.field_help import FIELD_HELP
 from ddpstudio.gui.form_state import COMMON_MODELS, SetupState
@@ -297,7 +297,8 @@ class SetupForm(QWidget):
             return
         lr = s.lr * world * s.accumulate if s.scale_lr else s.lr
         micro = f" × {s.accumulate} micro-batches" if s.accumulate > 1 else ""
-        self.effective.setText(f"{total} = {world} ranks × {per_rank} per rank{micro} · learning rate {lr:g}")
+        split = split_note(s.batch_size, total, world, s.accumulate) if s.batch_mode == "split" else ""
+        self.effective.setText(f"{total} = {world} ranks × {per_rank} per rank{micro}{split} · learning rate {lr:g}")
 
     def show_problems(self, problems: list[Problem] | tuple[Problem, ...]) -> None:
         """Mark each problem's field red with the reason under it; clear the others."""

@@ -65,6 +65,8 @@ class Trainer:
         from ddpstudio.rank.reporting import Reporter
         from ddpstudio.rank.splits import build_splits
 
+        # Until here the rank was starting Python and importing torch; from here it waits for the others.
+        self.emit.emit(protocol.RANK_MEETING, pid=os.getpid())
         # Several machines: the host's store, as a client without libuv (rank/hoststore.py, pytorch #148283).
         dist.init_process_group(**with_host_store(dict(
             backend=self.plan.backend,

@@ -81,6 +81,7 @@ class _State:
             arguments = self._arguments(original, args, kwargs, host_store=True)
             if os.environ.get("RANK") is not None:  # args and env style: the rank is known before the call
                 self._say_swap(os.environ["RANK"] == "0")
+            self.emitter.emit(protocol.RANK_MEETING, pid=os.getpid(), source="rank helper")
             result = original(**arguments) if arguments is not None else original(*args, **kwargs)
             if str(self.dist.get_backend()) == "gloo":
                 from ddpstudio.rank.gloo_exit import settle_at_exit

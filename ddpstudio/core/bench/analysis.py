@@ -103,7 +103,24 @@ def format_duration(seconds: float | None) -> str:
     return f"{h}h {m:02d}m {s:02d}s" if h else f"{m}m {s:02d}s"
 
 
-def _scaling_sentence(rows: list[BenchRow], unit: str) -> str | None:
+def _lost_to(device: str) -> str:
+    """Where lost speed-up goes, as far as whole-step timings can say (issue 24: a CPU-bound, contended
+    machine was told "lost to communication"; the benchmark never times the gradient exchange apart)."""
+    if device == "cuda":
+        return "communication or waiting for the slowest rank, which whole-step timings cannot tell apart"
+    return ("communication, waiting, or the ranks competing for the same CPU cores, which whole-step timings "
+            "cannot tell apart")
+
+
+def _step_times(base: BenchRow, last: BenchRow, unit: str) -> str:
+    """The measured evidence: how long one step took at each end ("" without both times)."""
+    if not base.step_time_s or not last.step_time_s:
+        return ""
+    return (f"; a step took {1000 * last.step_time_s:.0f} ms at {last.world_size} {unit} against "
+            f"{1000 * base.step_time_s:.0f} ms at {base.world_size}")
+
+
+def _scaling_sentence(rows: list[BenchRow], unit: str, device: str = "cpu") -> str | None:
     base = baseline(rows)
     if base is None:
         return None
@@ -116,8 +133,9 @@ def _scaling_sentence(rows: list[BenchRow], unit: str) -> str | None:
         facts += f" (against {base.world_size})"
     last = scaled[-1]
     best = max([base, *scaled], key=lambda r: rate(r) or 0.0)
+    lost, steps = _lost_to(device), _step_times(base, last, unit)
     if best is base and last.speedup < 1.0:
-        tail = (f"more {unit} are slower than {base.world_size}: communication costs more than they add; "
+        tail = (f"more {unit} are slower than {base.world_size}{steps}; the extra time goes to {lost}; "
                 f"stay at {base.world_size}, or raise the per-rank batch so each step computes more")
     elif best is not last:
         tail = (f"{last.world_size} {unit} are slower than {best.world_size}; "
@@ -126,10 +144,10 @@ def _scaling_sentence(rows: list[BenchRow], unit: str) -> str | None:
         tail = f"the extra {unit} pay off"
     elif last.efficiency >= FAIR_EFFICIENCY:
         tail = (f"the extra {unit} pay off only in part: {format_pct(1 - last.efficiency)} of the ideal speed-up "
-                "is lost to communication and waiting; a larger per-rank batch hides more of it")
+                f"is lost{steps}; it goes to {lost}; a larger per-rank batch hides communication")
     else:
-        tail = (f"the extra {unit} do not pay off: at {format_pct(last.efficiency)} efficiency most of their time "
-                "goes to communication or waiting; raise the per-rank batch or use a faster backend")
+        tail = (f"the extra {unit} do not pay off: {format_pct(last.efficiency)} efficient{steps}; the time goes "
+                f"to {lost}; raise the per-rank batch or use a faster backend")
     return f"{facts}: {tail}"
 
 
@@ -162,7 +180,7 @@ def verdict(rows: list[BenchRow], device: str = "cpu", workers: int | None = 0,
         sentences.append(f"the data loader is the bottleneck: at {worst.world_size} {unit} each step waits "
                          f"{format_pct(worst.data_wait_fraction)} of its time for data; raise DataLoader "
                          f"workers{now}")
-    scaling = _scaling_sentence(main, unit)
+    scaling = _scaling_sentence(main, unit, device)
     sentences.append(scaling or "no world size finished its measured steps, so there is nothing to compare")
     low = [r for r in main if r.ok and r.gpu_util_pct is not None and r.gpu_util_pct < LOW_GPU_UTIL]
     if low:

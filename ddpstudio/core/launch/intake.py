@@ -18,7 +18,7 @@ from ddpstudio.core.launch.rankproc import RankProc
 from ddpstudio.core.launch.scriptsteps import ScriptSteps
 
 # What the rank helper says of a rank on its own (the script reports nothing by them).
-HELPER_NEWS = (protocol.RANK_WATCHED, protocol.RANK_NO_TORCH)
+HELPER_NEWS = (protocol.RANK_WATCHED, protocol.RANK_MEETING, protocol.RANK_NO_TORCH)
 
 
 class RankIntake:

@@ -3,7 +3,9 @@
 A run folder is one with a readable ``plan.json`` under ``paths.runs_dir()``.
 Its state comes from ``result.json``, or, while it has none, from the run
 registry: "running" while its launcher (pid + create time) is alive, else
-"unknown" (the launcher was killed). A live run is never deleted.
+"killed" (its launcher is gone without writing a result: killed, as Clean up
+says); "unknown" only for a folder the registry does not know (not registered
+yet, or copied from elsewhere). A live run is never deleted.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from ddpstudio.core.plan import Plan
 from ddpstudio.core.process.proctable import ProcTable
 
 RUNNING = "running"
+KILLED = "killed"
 UNKNOWN = "unknown"
 ACCURACY_WORDS = ("acc", "top")
 
@@ -40,7 +43,7 @@ class RunEntry:
     run_dir: str
     started: float  # time.time() of the run's start
     duration_s: float | None
-    state: str  # finished | failed | stopped | running | unknown
+    state: str  # finished | failed | stopped | running | killed | unknown
     origin: str  # run | bench
     what: str  # "resnet18 on synthetic data" or the script's name
     world_size: int
@@ -151,8 +154,10 @@ def entry(folder: Path, live: dict[str, int] | None = None,
     except (OSError, ValueError, TypeError):
         return None
     live = live_ids() if live is None else live
+    records = records if records is not None else _records()
     result = run.read_result() or {}
-    state = str(result.get("state") or (RUNNING if plan.run_id in live else UNKNOWN))
+    state = str(result.get("state") or (RUNNING if plan.run_id in live else
+                                        KILLED if plan.run_id in records else UNKNOWN))
     history = read_history(folder)
     started = history.t0 or mtime
     duration = result.get("duration_s")
@@ -162,7 +167,7 @@ def entry(folder: Path, live: dict[str, int] | None = None,
                     describe(plan), result.get("world_size") or plan.world_size, plan.backend, plan.device,
                     plan.recipe.batch_size if plan.recipe else None, plan.effective_batch,
                     final_loss(history), best_eval(history), mean_rate(history), folder_size(folder), plan.lr,
-                    **_machines(plan, (records if records is not None else _records()).get(plan.run_id)))
+                    **_machines(plan, records.get(plan.run_id)))
 
 
 def _records() -> dict[str, registry.RunRecord]:

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 PREFIX = "ddps1"
 TOKEN_BYTES = 16  # 128 random bits from the OS's CSPRNG
 BAD_CODE_HINT = "copy the whole code again from the host (it starts with 'ddps1.')"
+# For a text that already starts with the prefix: saying it again reads as if the user had missed it.
+PARTIAL_CODE_HINT = "copy the whole code again from the host: part of it is missing or changed"
 
 
 class JoinCodeError(ValueError):
@@ -73,14 +75,16 @@ def decode(text: str) -> JoinCode:
     """The code a user pasted (spaces and line breaks from a chat window are ignored)."""
     cleaned = "".join(str(text).split())
     parts = cleaned.split(".")
-    if len(parts) != 3 or parts[0] != PREFIX:
+    if parts[0] != PREFIX:
         raise JoinCodeError(f"this is not a DDP Studio join code; {BAD_CODE_HINT}")
+    if len(parts) != 3:
+        raise JoinCodeError(f"the join code is incomplete; {PARTIAL_CODE_HINT}")
     try:
         body = base64.urlsafe_b64decode(parts[1] + "=" * (-len(parts[1]) % 4))
     except (binascii.Error, ValueError):
-        raise JoinCodeError(f"the join code is damaged; {BAD_CODE_HINT}") from None
+        raise JoinCodeError(f"the join code is damaged; {PARTIAL_CODE_HINT}") from None
     if f"{zlib.crc32(body):08x}" != parts[2].lower():
-        raise JoinCodeError(f"the join code is incomplete or mistyped (its checksum does not match); {BAD_CODE_HINT}")
+        raise JoinCodeError(f"the join code is incomplete or mistyped (its checksum does not match); {PARTIAL_CODE_HINT}")
     try:
         raw = json.loads(body)
         code = JoinCode(addresses=tuple(str(a) for a in raw["a"]), port=int(raw["p"]), run_id=str(raw["r"]),
@@ -89,8 +93,8 @@ def decode(text: str) -> JoinCode:
                         script={str(k): str(v) for k, v in dict(raw.get("x", {})).items()},
                         store_path=str(raw.get("s") or ""))
     except (ValueError, KeyError, TypeError, AttributeError):
-        raise JoinCodeError(f"the join code is damaged; {BAD_CODE_HINT}") from None
+        raise JoinCodeError(f"the join code is damaged; {PARTIAL_CODE_HINT}") from None
     if not code.addresses or not (0 if code.store_path else 1) <= code.port <= 65535 or code.nodes < 2 or code.ranks_per_node < 1 \
             or not code.token:
-        raise JoinCodeError(f"the join code holds impossible values; {BAD_CODE_HINT}")
+        raise JoinCodeError(f"the join code holds impossible values; {PARTIAL_CODE_HINT}")
     return code
