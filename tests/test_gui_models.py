@@ -163,6 +163,6 @@ def test_run_again_from_a_cli_plan_without_a_saved_form():
     state = from_plan(plan)
     # Issue 24: ranks left to "auto" (2 on this CPU machine) stay auto on "run again"; a fixed number stays fixed.
     assert (state.workload, state.script_args, state.store, state.world_size) == ("script-env", "-c pass", "tcp", 0)
-    fixed = preflight(SetupState(workload="script-env", script_path=sys.executable, script_args="-c pass",
-                                 store="tcp", world_size=2), CpuMachine(), LINUX).plan
+    fixed = preflight(SetupState(workload="script-env", script_path=str(SCRIPTS / "env_style.py"),
+                                 script_args="-c pass", store="tcp", world_size=2), CpuMachine(), LINUX).plan
     assert from_plan(fixed).world_size == 2 and "world_size" not in fixed.auto
