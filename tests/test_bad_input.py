@@ -190,20 +190,26 @@ def _png(path):
     Image.new("RGB", (8, 8), (200, 30, 30)).save(path)
 
 
+def run_without_reading(folder, *run_args: str) -> subprocess.CompletedProcess:
+    """``ddpstudio run RUN_ARGS`` while ``folder`` cannot be read (mode 0; as root, without the two
+    capabilities that let root read anything)."""
+    command = [sys.executable, "-m", "ddpstudio", "run", *run_args]
+    if os.geteuid() == 0:
+        if not shutil.which("setpriv"):
+            pytest.skip("running as root and setpriv (util-linux) is missing: cannot make a folder unreadable")
+        command = ["setpriv", "--bounding-set=-dac_override,-dac_read_search", "--", *command]
+    folder.chmod(0)
+    try:
+        return subprocess.run(command, capture_output=True, text=True, timeout=240, stdin=subprocess.DEVNULL)
+    finally:
+        folder.chmod(0o755)
+
+
 @pytest.mark.posix_only("chmod 0 and geteuid: POSIX permissions")
 def test_an_unreadable_class_folder_is_named(studio_home, tmp_path):
     _png(tmp_path / "data" / "dogs" / "a.png")
     _png(tmp_path / "data" / "cats" / "b.png")
-    (tmp_path / "data" / "cats").chmod(0)
-    command = [sys.executable, "-m", "ddpstudio", "run", "--data", str(tmp_path / "data")]
-    if os.geteuid() == 0:  # root reads anything; drop the two capabilities that let it
-        if not shutil.which("setpriv"):
-            pytest.skip("running as root and setpriv (util-linux) is missing: cannot make a folder unreadable")
-        command = ["setpriv", "--bounding-set=-dac_override,-dac_read_search", "--", *command]
-    try:
-        res = subprocess.run(command, capture_output=True, text=True, timeout=240, stdin=subprocess.DEVNULL)
-    finally:
-        (tmp_path / "data" / "cats").chmod(0o755)
+    res = run_without_reading(tmp_path / "data" / "cats", "--data", str(tmp_path / "data"))
     line = assert_rejected(res, f"class folder {tmp_path / 'data' / 'cats'} cannot be read", "Permission denied")
     assert "no valid file" not in line
     assert_nothing_started(studio_home)
@@ -345,16 +351,7 @@ def test_an_unreadable_data_folder_is_named_not_a_traceback(studio_home, tmp_pat
     """The dataset guess (cli/run.py) looked into the folder before validation and crashed there."""
     data = tmp_path / "data"
     _png(data / "cats" / "a.png")
-    data.chmod(0)
-    command = [sys.executable, "-m", "ddpstudio", "run", "--data", str(data)]
-    if os.geteuid() == 0:  # root reads anything; drop the two capabilities that let it
-        if not shutil.which("setpriv"):
-            pytest.skip("running as root and setpriv (util-linux) is missing: cannot make a folder unreadable")
-        command = ["setpriv", "--bounding-set=-dac_override,-dac_read_search", "--", *command]
-    try:
-        res = subprocess.run(command, capture_output=True, text=True, timeout=240, stdin=subprocess.DEVNULL)
-    finally:
-        data.chmod(0o755)
+    res = run_without_reading(data, "--data", str(data))
     assert "Traceback" not in res.stderr, res.stderr
     assert_rejected(res, f"the data folder {data} cannot be read", "Permission denied")
     assert_nothing_started(studio_home)
