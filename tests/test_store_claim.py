@@ -58,8 +58,11 @@ def test_a_live_claim_refuses_another_run_and_a_dead_one_is_taken_over(studio_ho
     assert stale is not None and (stale.run_id, stale.pid) == ("run-a", holder.pid)
     assert json.loads(open(claim.claim_path(store)).read())["run_id"] == "run-b"
     assert claim.release(store, "run-b") and not os.path.exists(claim.claim_path(store))
-    fresh = str(tmp_path / "not" / "yet" / "pg")  # the folder is created, as the launcher would
-    assert claim.acquire(fresh, "run-c") is None and claim.release(fresh, "run-c")
+    # A fixed path's folder is never created (issue 27: a mistyped shared folder must not become a new local
+    # one; validation refuses it first, naming the missing part): the claim says so and leaves nothing.
+    with pytest.raises(claim.ClaimError, match="No such file or directory"):
+        claim.acquire(str(tmp_path / "not" / "yet" / "pg"), "run-c")
+    assert not (tmp_path / "not").exists()
 
 
 def test_a_cli_run_on_a_claimed_path_is_refused_with_the_holders_name_and_starts_nothing(studio_home, tmp_path):

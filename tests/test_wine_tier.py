@@ -220,6 +220,7 @@ for step in range(1, 100000):
 def test_a_killed_launcher_takes_its_ranks_along_and_clean_removes_the_store_it_left(box, home):
     script = home + "\\my scripts\\train.py"  # a space: one argument through Windows' command lines
     store = "C:\\pg\\store"  # a fixed path, as in the PyTorch-on-Windows blog (file:///D:\pg)
+    box.unix("C:\\pg").mkdir(parents=True, exist_ok=True)  # the user's folder: a fixed path's is never created
     box.write(script, SCRIPT)
     run = box.start("run", "--script", script, "--world-size", "1", "--store-path", store, "--json",
                     "--", "--worker", home=home)
