@@ -15,6 +15,7 @@ import os
 import sys
 import time
 import traceback
+from contextlib import nullcontext
 from datetime import timedelta
 
 from ddpstudio.core import protocol
@@ -236,8 +237,6 @@ class Trainer:
         synchronized"). Each loss is divided by ``accumulate``, so the sum is the gradient of the mean over all
         of them: the gradient of one batch ``accumulate`` times as big (exactly so without BatchNorm).
         """
-        from contextlib import nullcontext
-
         from ddpstudio.rank import schedule
 
         self.current_lr = schedule.lr_at(self.global_step, self.lr, self.spec.lr_schedule,
