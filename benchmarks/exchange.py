@@ -116,13 +116,17 @@ def paired_worker(rank: int, store: str, model_name: str, image_size: int, round
 
     models, optims = {}, {}
     first = build_model(model_name, image_size).to(device)
-    for mode in (*MODES, REFERENCE):
+    from staged_before import LABEL as BEFORE, BeforeState, before_hook
+
+    for mode in (*MODES, REFERENCE, BEFORE):
         net = DDP(copy.deepcopy(first), device_ids=[0] if on_gpu else None)
         if mode == REFERENCE:  # the price of any Python communication hook, for scale
             net.register_comm_hook(None, allreduce_hook)
+        elif mode == BEFORE:  # the staged hook before issue 20 §3, for the before/after ratio
+            net.register_comm_hook(BeforeState(), before_hook)
         else:
             register(net, *mode)
-        name = mode if mode == REFERENCE else label(mode)
+        name = mode if mode in (REFERENCE, BEFORE) else label(mode)
         models[name], optims[name] = net, torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
     g = torch.Generator().manual_seed(rank)
     x, y = torch.randn(batch, 3, image_size, image_size, generator=g), torch.randint(0, 10, (batch,), generator=g)
@@ -182,7 +186,7 @@ def paired(models: list[str], rounds: int, batch: int, device: str = "cpu", dete
 def print_paired(results: dict, rounds: int, batch: int, device: str = "cpu") -> None:
     where = "sharing GPU 0" if device == "cuda" else "on the CPU"
     print(f"\nPaired: {WORLD} Gloo ranks {where}, batch {batch} per rank, one process per rank stepping a "
-          f"native, a staged, a staged+fp16 and a torch-allreduce_hook DDP copy in turn, {rounds} rounds (median step time)")
+          f"native, a staged, a staged+fp16, a torch-allreduce_hook and a before-issue-20 staged DDP copy in turn, {rounds} rounds (median step time)")
     print("| model | parameters | exchange | step (ms) | samples/s | ratio to native | parameters vs native |\n"
           "|---|---|---|---|---|---|---|")
     for model, r in results.items():

@@ -291,23 +291,31 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("DDPSTUDIO_HOME", str(work / "home"))
     started = time.monotonic()
     rows: list[Row] = []
+    head = machine_line(device)
+    measure = {"ceiling": lambda: part_ceiling(sizes, device, work, args.timeout),
+               "launch": lambda: part_launch(sizes, rounds, work, args.timeout),
+               "exchange": lambda: part_exchange(sizes, device, sizes.exchange_rounds)}
     try:
-        if "ceiling" in parts:
-            rows += part_ceiling(sizes, device, work, args.timeout)
-        if "launch" in parts:
-            rows += part_launch(sizes, rounds, work, args.timeout)
-        if "exchange" in parts:
-            rows += part_exchange(sizes, device, sizes.exchange_rounds)
+        for part in (x for x in PARTS if x in parts):
+            got = measure[part]()
+            rows += got
+            # Each part's rows as soon as it ends: a call cut short by its time limit keeps what it measured.
+            print(f"\n{table(got)}", file=sys.stderr, flush=True)
+            if args.json:
+                write_json(args.json, head, device, time.monotonic() - started, rows)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     took = time.monotonic() - started
-    head = machine_line(device)
     print(f"\n{head}\n\n{table(rows)}\n\nMeasured in {took:.0f} s"
           f"{'' if device == 'cuda' else ' (the reduced CPU form: its ratios say little about a GPU)'}.")
     if args.json:
-        Path(args.json).write_text(json.dumps({"machine": head, "device": device, "seconds": took,
-                                               "rows": [asdict(r) for r in rows]}, indent=2), encoding="utf-8")
+        write_json(args.json, head, device, took, rows)
     return 0
+
+
+def write_json(path: str, head: str, device: str, took: float, rows: list[Row]) -> None:
+    Path(path).write_text(json.dumps({"machine": head, "device": device, "seconds": took,
+                                      "rows": [asdict(r) for r in rows]}, indent=2), encoding="utf-8")
 
 
 if __name__ == "__main__":

@@ -23,7 +23,8 @@ import ddpstudio.rank
 
 RANK_DIR = Path(ddpstudio.rank.__file__).parent
 # The door itself and the DDP hook's own exchange (which stages its buckets itself).
-ALLOWED = {("staged.py", "all_reduce"), ("staged.py", "staged_all_reduce"), ("staged.py", "staged_hook")}
+ALLOWED = {("staged.py", "all_reduce"), ("staged.py", "staged_all_reduce"), ("staged.py", "staged_hook"),
+           ("staged.py", "_launch")}
 DIST_MODULES = {"torch.distributed", "torch.distributed.distributed_c10d"}
 
 
