@@ -1,10 +1,11 @@
-"""The staged exchange's pipeline (rank/staged.py) in a real 2-rank Gloo group, with DDP's buckets many.
+"""The staged exchange (rank/staged.py) in a real 2-rank Gloo group, with DDP's gradients in many buckets.
 
-On CUDA a bucket's copy down runs on a side stream and its all-reduce starts when
-DDP hands over the next bucket (or at once for the last). The shape of that
-pipeline is the same on the CPU seam (``stage_cpu``), so it is checked here with
-DDP split into many small buckets: every bucket is exchanged, in order, started
-one bucket late, and the parameters stay bit-identical to DDP's own all-reduce.
+The hook divides each bucket, copies it down, starts its all-reduce and returns a
+future that the copy up completes (on CUDA from Gloo's thread, on a side stream).
+The CPU seam (``stage_cpu``) takes the same path with CPU buckets, so it is
+checked here with DDP split into several small buckets: every bucket is exchanged
+once, in bucket order, from the hook, and the parameters stay bit-identical to
+DDP's own all-reduce (float16 buckets: close).
 """
 
 from __future__ import annotations
@@ -91,15 +92,11 @@ def _last_step(order: list[tuple[str, int]]) -> list[tuple[str, int]]:
     return order[starts[-1]:]
 
 
-def test_each_bucket_is_reduced_one_bucket_late_and_the_last_at_once(exchanged):
+def test_each_bucket_is_reduced_once_in_bucket_order_as_it_is_staged(exchanged):
     step = _last_step(exchanged["staged"]["order"])
     buckets = len(step) // 2
-    assert buckets >= 3, step  # the pipeline has something to overlap
-    expected = [("stage", 0)]
-    for index in range(1, buckets):
-        expected += [("stage", index), ("reduce", index - 1)]
-    expected.append(("reduce", buckets - 1))
-    assert step == expected
+    assert buckets >= 3, step  # DDP really split the gradients
+    assert step == [(what, index) for index in range(buckets) for what in ("stage", "reduce")]
     assert len(exchanged["staged"]["order"]) == 2 * sum(1 for what, _ in exchanged["staged"]["order"]
                                                         if what == "stage")  # no bucket left behind
 

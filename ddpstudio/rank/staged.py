@@ -31,23 +31,14 @@ STAGE_CPU_ENV = "DDPSTUDIO_STAGE_CPU_BUCKETS"
 
 
 class StagedState:
-    """The hook's state: the process group, one reused CPU buffer per bucket index, and the pipeline.
-
-    On CUDA the device-to-host copies run on a side stream, so they overlap the
-    backward pass instead of draining the device's queue at every bucket; a
-    bucket's all-reduce starts when DDP hands over the next bucket (its copy has
-    had that bucket's backward to finish) or at once for the last one. Every
-    all-reduce is still started by the thread that runs the hooks, in bucket
-    order, so all ranks issue their collectives in the same order.
-    """
+    """The hook's state: the process group, one reused CPU buffer per bucket index, the copy-up stream."""
 
     def __init__(self, group: Any = None, fp16: bool = False, stage_cpu: bool | None = None) -> None:
         self.group = group
         self.fp16 = fp16
         self.stage_cpu = os.environ.get(STAGE_CPU_ENV) == "1" if stage_cpu is None else stage_cpu
         self.buffers: dict[int, torch.Tensor] = {}
-        self.pending: Bucket | None = None  # copied (or copying), its all-reduce not started yet
-        self._streams: dict[str, Any] = {}
+        self._up: Any = None
 
     def buffer(self, index: int, like: torch.Tensor) -> torch.Tensor:
         """A CPU buffer for bucket ``index``; reallocated only when the bucket's size or type changes.
@@ -62,78 +53,56 @@ class StagedState:
             self.buffers[index] = buf
         return buf
 
-    def stream(self, direction: str, device: torch.device) -> Any:
-        """The side stream for ``direction`` ("down": device to host, "up": host to device), made once.
-
-        Two streams, so one bucket's result can travel up while the next bucket travels down.
-        """
-        if direction not in self._streams:
-            self._streams[direction] = torch.cuda.Stream(device=device)
-        return self._streams[direction]
+    def up_stream(self, device: torch.device) -> Any:
+        """The side stream results travel up on, made once: on the compute stream a copy up would wait
+        behind every kernel of the backward pass queued by then."""
+        if self._up is None:
+            self._up = torch.cuda.Stream(device=device)
+        return self._up
 
 
-class Bucket:
-    """One bucket on its way: the bucket's tensor, its CPU copy, the copy's completion, DDP's future."""
-
-    def __init__(self, grad: torch.Tensor, buf: torch.Tensor, copied: Any = None, keep: Any = None) -> None:
-        self.grad, self.buf = grad, buf
-        self.copied = copied  # a CUDA event recorded after the copy down; None where the copy blocked
-        self.keep = keep  # a float16 device copy that the copy down reads: alive until ``copied``
-        self.result: torch.futures.Future = torch.futures.Future()
-
-
-def stage(state: StagedState, index: int, grad: torch.Tensor, world: int) -> Bucket:
-    """Divide bucket ``index`` by the world size and start copying it into its CPU buffer.
+def stage(state: StagedState, index: int, grad: torch.Tensor, world: int) -> torch.Tensor:
+    """Bucket ``index`` divided by the world size, in its CPU buffer (the copy waits for the bucket).
 
     The arithmetic stays on the bucket's device, in its precision: the division in
     place (DDP overwrites the bucket with the result, and torch's ``allreduce_hook``
-    divides in place too), then the float16 cast, so the copy moves half the bytes
-    and the CPU never divides float16 values. Dividing first keeps float16 sums
-    from overflowing.
+    divides in place too), then the float16 cast, so the copy down moves half the
+    bytes and the CPU never divides or converts float16 values. Dividing first
+    keeps float16 sums from overflowing.
     """
     flat = grad.view(-1)
+    flat.div_(world)
     buf = state.buffer(index, grad)
-    if not grad.is_cuda:  # the CPU seam (STAGE_CPU_ENV), or fp16 on the CPU
-        flat.div_(world)
-        buf.copy_(flat)
-        return Bucket(grad, buf)
-    down = state.stream("down", grad.device)
-    down.wait_stream(torch.cuda.current_stream(grad.device))  # the bucket's gradients are written there
-    with torch.cuda.stream(down):
-        flat.div_(world)
-        src = flat.to(torch.float16) if buf.dtype != flat.dtype else flat
-        buf.copy_(src, non_blocking=True)
-        copied = torch.cuda.Event()
-        copied.record(down)
-    return Bucket(grad, buf, copied, keep=src)
+    buf.copy_(flat.to(buf.dtype) if grad.is_cuda else flat)  # blocking: Gloo reads the buffer next
+    return buf
 
 
-def _launch(state: StagedState, bucket: Bucket, group: Any) -> None:
-    """Wait for ``bucket``'s copy down, start its all-reduce; its copy up completes DDP's future."""
-    if bucket.copied is not None:
-        bucket.copied.synchronize()  # DDP's hook thread waits; the device goes on with the backward
-        bucket.keep = None
-    fut = dist.all_reduce(bucket.buf, group=group, async_op=True).get_future()
-    fut.then(lambda done: _finish(state, bucket, done))
+def _launch(state: StagedState, grad: torch.Tensor, buf: torch.Tensor, group: Any) -> torch.futures.Future:
+    """Start ``buf``'s all-reduce; the returned future completes once the result is back in ``grad``."""
+    result: torch.futures.Future = torch.futures.Future()
+
+    def finish(done: torch.futures.Future) -> None:  # runs in Gloo's thread
+        try:
+            done.value()  # re-raises a failed all-reduce
+            _copy_up(state, grad, buf)
+            result.set_result(grad)
+        except Exception as error:  # noqa: BLE001 - DDP re-raises it from its wait
+            result.set_exception(error)
+
+    dist.all_reduce(buf, group=group, async_op=True).get_future().then(finish)
+    return result
 
 
-def _finish(state: StagedState, bucket: Bucket, done: torch.futures.Future) -> None:
-    """Copy the averaged CPU buffer back into the bucket and hand it to DDP (runs in Gloo's thread)."""
-    try:
-        done.value()  # re-raises a failed all-reduce
-        flat = bucket.grad.view(-1)
-        if not bucket.grad.is_cuda:
-            flat.copy_(bucket.buf)
-        else:
-            with torch.cuda.stream(state.stream("up", bucket.grad.device)):
-                # Up in the buffer's precision, cast on the device; then wait: the values are on the
-                # device before DDP reads them, whatever stream it reads them on.
-                up = bucket.buf.to(bucket.grad.device, non_blocking=True)
-                flat.copy_(up)
-                torch.cuda.current_stream(bucket.grad.device).synchronize()
-        bucket.result.set_result(bucket.grad)
-    except Exception as error:  # noqa: BLE001 - DDP re-raises it from its wait
-        bucket.result.set_exception(error)
+def _copy_up(state: StagedState, grad: torch.Tensor, buf: torch.Tensor) -> None:
+    """The averaged buffer back into the bucket; on CUDA up in the buffer's precision, cast on the device,
+    and waited for, so the values are there before DDP reads them on whichever stream it reads them."""
+    flat = grad.view(-1)
+    if not grad.is_cuda:
+        flat.copy_(buf)
+        return
+    with torch.cuda.stream(state.up_stream(grad.device)):
+        flat.copy_(buf.to(grad.device, non_blocking=True))
+        torch.cuda.current_stream(grad.device).synchronize()
 
 
 def staged_hook(state: StagedState, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
@@ -141,26 +110,17 @@ def staged_hook(state: StagedState, bucket: dist.GradBucket) -> torch.futures.Fu
 
     A full-precision bucket that already lives in CPU memory is averaged in
     place: a copy would change nothing but the cost (so on the CPU staged costs
-    only the hook; fp16 still goes through the float16 buffer). Otherwise the
-    bucket is staged now and its all-reduce started at the next bucket (see
-    :class:`StagedState`); DDP calls the hooks in bucket order and waits for the
-    futures only after the last one.
+    only the hook; fp16 still goes through the float16 buffer). Each all-reduce
+    starts from the thread that runs DDP's hooks, in bucket order, so every rank
+    issues its collectives in the same order.
     """
     grad = bucket.buffer()
     group = state.group if state.group is not None else dist.group.WORLD
     if not (grad.is_cuda or state.fp16 or state.stage_cpu):
         grad.div_(group.size())
         return dist.all_reduce(grad, group=group, async_op=True).get_future().then(lambda fut: fut.value()[0])
-    if bucket.index() == 0:
-        state.pending = None  # left by a backward that failed midway: nobody waits for it
-    staged = stage(state, bucket.index(), grad, group.size())
-    previous, state.pending = state.pending, staged
-    if previous is not None:
-        _launch(state, previous, group)
-    if bucket.is_last():
-        state.pending = None
-        _launch(state, staged, group)
-    return staged.result
+    buf = stage(state, bucket.index(), grad, group.size())
+    return _launch(state, grad, buf, group)
 
 
 def hook_for(mode: str, compression: str = "none", group: Any = None) -> tuple[Any, Any] | None:
