@@ -12,9 +12,10 @@ rounds (the median counts):
 * ``tight loop``: the model on one batch already on the device, the recipe's precision (as gpu.py's ceiling);
 * ``DDP, <backend>``: wrapped as the recipe wraps it, one rank (NCCL on a GPU, Gloo everywhere);
 * ``DDP, Gloo, staged``: the staged exchange's hook (rank/staged.py) on the Gloo group;
-* ``DDP, one rank, no exchange``: a hook that hands the bucket back (nothing to average with one rank);
+* ``DDP, one rank, solo hook``: what ``staged`` registers for one rank (rank/staged.py ``solo_hook``);
 * ``DDP + synthetic batches``: the recipe's data, built on the device per step from the loader's indices
-  (rank/data.py), in channels_last where the recipe uses it.
+  (rank/data.py), in channels_last where the recipe uses it: indices in pinned memory (the recipe's loader
+  pins them) and, for comparison, in pageable memory (as it did before: each copy waited for the queue).
 
 One process, one rank: the process group lives on a FileStore in a temporary folder.
 """
@@ -36,15 +37,6 @@ GPU_MODELS = (("resnet18", 32, 64), ("resnet50", 224, 64))
 CPU_MODELS = (("resnet18", 32, 8),)
 
 
-def solo_hook(state, bucket):
-    """One rank: the bucket already is the average. Returns it at once."""
-    import torch
-
-    fut = torch.futures.Future()
-    fut.set_result(bucket.buffer())
-    return fut
-
-
 def rungs(model_name: str, size: int, batch: int, device: str, gloo) -> dict:
     """name -> (model, data function): the recipe's pieces, one more per rung."""
     import torch
@@ -54,7 +46,7 @@ def rungs(model_name: str, size: int, batch: int, device: str, gloo) -> dict:
 
     from ddpstudio.rank import precision
     from ddpstudio.rank.data import SyntheticImages
-    from ddpstudio.rank.staged import StagedState, staged_hook
+    from ddpstudio.rank.staged import StagedState, solo_hook, staged_hook
 
     dev = torch.device(device)
     base = torchvision.models.get_model(model_name, weights=None, num_classes=10).to(dev)
@@ -71,11 +63,14 @@ def rungs(model_name: str, size: int, batch: int, device: str, gloo) -> dict:
     order = torch.randperm(4096)
     cursor = [0]
 
-    def synthetic_batch():
+    def synthetic_batch(pinned: bool):
         start = cursor[0] % (4096 - batch)
         cursor[0] += batch
         indices = order[start:start + batch]
-        labels = (indices % 10).to(dev, non_blocking=True)
+        labels = indices % 10
+        if pinned and dev.type == "cuda":
+            indices, labels = indices.pin_memory(), labels.pin_memory()
+        labels = labels.to(dev, non_blocking=True)
         images = synthetic.batch(indices.to(dev, non_blocking=True))
         if chosen.channels_last:
             images = images.contiguous(memory_format=torch.channels_last)
@@ -94,8 +89,10 @@ def rungs(model_name: str, size: int, batch: int, device: str, gloo) -> dict:
         out["DDP, gloo"] = (ddp(gloo), fixed)
     if dev.type == "cuda":
         out["DDP, gloo, staged"] = (ddp(gloo, staged_hook, StagedState(gloo)), fixed)
-    out["DDP, one rank, no exchange"] = (ddp(hook=solo_hook), fixed)
-    out[f"DDP, {default} + synthetic batches"] = (ddp(), synthetic_batch)
+    out["DDP, one rank, solo hook"] = (ddp(hook=solo_hook), fixed)
+    out[f"DDP, {default} + synthetic batches"] = (ddp(), lambda: synthetic_batch(True))
+    if dev.type == "cuda":
+        out[f"DDP, {default} + synthetic batches, pageable indices"] = (ddp(), lambda: synthetic_batch(False))
     return out, chosen
 
 

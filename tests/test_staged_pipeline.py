@@ -112,3 +112,40 @@ def test_fp16_buckets_stay_close_to_native(exchanged):
     native, fp16 = exchanged["native"]["params"], exchanged["fp16"]["params"]
     worst = max((a - b).abs().max().item() for a, b in zip(native, fp16))
     assert 0 < worst < 1e-3, worst
+
+
+def _solo(store: str, out: str) -> None:
+    """One rank: what staged registers, and the gradients DDP leaves, next to a plain model's."""
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    from ddpstudio.rank import staged
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=0, world_size=1)
+    x, y = torch.randn(16, 64, generator=torch.Generator().manual_seed(1)), torch.arange(16) % 10
+    plain = _model()
+    torch.nn.functional.cross_entropy(plain(x), y).backward()
+    found = {}
+    for compression in ("none", "fp16"):
+        model = DDP(_model())
+        state, hook = staged.hook_for("staged", compression)
+        assert staged.register(model, "staged", compression) == "staged"
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        found[compression] = {"hook": hook.__name__, "state": state,
+                              "same": all(torch.equal(a.grad, b.grad)
+                                          for a, b in zip(plain.parameters(), model.parameters()))}
+    dist.destroy_process_group()
+    torch.save(found, out)
+
+
+def test_one_rank_staged_hands_each_bucket_back_exactly(tmp_path):
+    code = "import sys; from tests.test_staged_pipeline import _solo; _solo(*sys.argv[1:])"
+    proc = subprocess.Popen([sys.executable, "-c", code, str(tmp_path / "store"), str(tmp_path / "out.pt")])
+    try:
+        assert proc.wait(timeout=120) == 0
+    finally:
+        kill_left([proc])
+    found = torch.load(tmp_path / "out.pt")
+    for compression in ("none", "fp16"):  # nothing to average: no copy to the CPU, no float16 rounding
+        assert found[compression] == {"hook": "solo_hook", "state": None, "same": True}

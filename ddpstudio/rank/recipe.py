@@ -100,9 +100,12 @@ class Trainer:
         source = SyntheticIndices(dataset) if self.synthetic else dataset
         self.sampler = DistributedSampler(source, num_replicas=self.world_size, rank=self.rank,
                                           shuffle=True, seed=spec.seed, drop_last=True)
+        # Pinned on CUDA, synthetic indices too: a copy from pageable memory waits for the device's whole
+        # queue first (CUDA Runtime API, "API synchronization behavior": "For transfers from pageable host
+        # memory to device memory, a stream sync is performed before the copy is initiated"), so every
+        # step drained the GPU (resnet50 224 px on an H200: 0.846 of the tight loop, not DDP's 0.949).
         self.loader = DataLoader(source, batch_size=spec.batch_size, sampler=self.sampler,
-                                 num_workers=self.workers, drop_last=True,
-                                 pin_memory=self.device.type == "cuda" and not self.synthetic,
+                                 num_workers=self.workers, drop_last=True, pin_memory=self.device.type == "cuda",
                                  persistent_workers=self.workers > 0)
         self.accumulate = max(1, spec.accumulate)
         # An optimizer step takes `accumulate` micro-batches; an epoch's remainder (fewer) is left out,

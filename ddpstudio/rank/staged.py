@@ -101,7 +101,8 @@ def _copy_up(state: StagedState, grad: torch.Tensor, buf: torch.Tensor) -> None:
         flat.copy_(buf)
         return
     with torch.cuda.stream(state.up_stream(grad.device)):
-        flat.copy_(buf.to(grad.device, non_blocking=True))
+        same = buf.dtype == flat.dtype
+        flat.copy_(buf if same else buf.to(grad.device, non_blocking=True), non_blocking=True)
         torch.cuda.current_stream(grad.device).synchronize()
 
 
@@ -123,14 +124,30 @@ def staged_hook(state: StagedState, bucket: dist.GradBucket) -> torch.futures.Fu
     return _launch(state, grad, buf, group)
 
 
+def solo_hook(state: Any, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
+    """One rank: the bucket already is the average, handed back at once.
+
+    Staging it would copy every gradient to the CPU and back for nothing: on an
+    H200, resnet50 at 224 px with one rank ran at 0.787 of the tight loop staged
+    and 0.943 with this hook (benchmarks/recipe_ladder.py).
+    """
+    done: torch.futures.Future = torch.futures.Future()
+    done.set_result(bucket.buffer())
+    return done
+
+
 def hook_for(mode: str, compression: str = "none", group: Any = None) -> tuple[Any, Any] | None:
     """The (state, hook) ``mode``/``compression`` need, or ``None`` for DDP's own all-reduce.
 
     ``native`` with fp16 uses torch's ``fp16_compress_hook`` (which all-reduces
     on the gradients' device); ``native`` without compression needs no hook.
+    ``staged`` with a single rank (a one-GPU run on Windows) has nothing to
+    exchange: :func:`solo_hook`, exact, so float16 rounding is skipped too.
     """
     fp16 = compression == FP16
     if mode == STAGED:
+        if dist.get_world_size(group) == 1:
+            return None, solo_hook
         return StagedState(group, fp16), staged_hook
     if fp16:
         from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import fp16_compress_hook
