@@ -152,15 +152,28 @@ def recipe(model: str, size: int, batch: int, sizes: Sizes, work: Path, timeout:
     return launch.samples_per_s, statistics.median(w for w in waits if w is not None) if waits else float("nan")
 
 
-def part_ceiling(sizes: Sizes, device: str, work: Path, timeout: float) -> list[Row]:
+def part_ceiling(sizes: Sizes, device: str, work: Path, timeout: float, rounds: int = 1) -> list[Row]:
+    """Per model, ``rounds`` rounds of the tight loop and the recipe, in alternating order (a GPU's speed
+    drifts by 10-20 % between minutes on a shared machine); the ratio of their medians."""
     rows = []
     for n, (model, size, batch) in enumerate(sizes.ceiling, 1):
-        print(f"ceiling: {model} {size} px ...", file=sys.stderr, flush=True)
-        top = ceiling(model, size, batch, sizes, device)
-        got, wait = recipe(model, size, batch, sizes, work, timeout, n)
+        tops, gots, waits = [], [], []
+        for r in range(rounds):
+            print(f"ceiling: {model} {size} px [{r + 1}/{rounds}] ...", file=sys.stderr, flush=True)
+            first_recipe = r % 2 == 1
+            if first_recipe:
+                got, wait = recipe(model, size, batch, sizes, work, timeout, 10 * n + r)
+            tops.append(ceiling(model, size, batch, sizes, device))
+            if not first_recipe:
+                got, wait = recipe(model, size, batch, sizes, work, timeout, 10 * n + r)
+            gots.append(got)
+            waits.append(wait)
+        top, got = statistics.median(tops), statistics.median(gots)
+        pairs = ", ".join(f"{g / t:.3f}" for g, t in zip(gots, tops))
         rows.append(Row("recipe / ceiling", f"{model} {size} px, batch {batch}, {recipe_precision(device).name}",
                         f"recipe {got:,.1f} samples/s", f"tight loop {top:,.1f} samples/s", got / top,
-                        f"recipe's data_wait {wait:.2f}"))
+                        f"recipe's data_wait {statistics.median(waits):.2f}; {rounds} alternating round"
+                        f"{'s' if rounds != 1 else ''}; pairs {pairs}"))
     return rows
 
 
@@ -272,7 +285,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--cpu", action="store_true", help="the reduced CPU form even where CUDA is available")
     p.add_argument("--parts", default=",".join(PARTS), help=f"which parts (default {','.join(PARTS)})")
-    p.add_argument("--rounds", type=int, help="launch rounds (default 3 on a GPU, 1 on the CPU)")
+    p.add_argument("--rounds", type=int, help="rounds of the ceiling and launch parts (default 3 on a GPU, 1 on the CPU)")
     p.add_argument("--timeout", type=float, default=240.0, help="seconds per launch before it fails")
     p.add_argument("--json", metavar="PATH", help="also write the rows as JSON")
     args = p.parse_args(argv)
@@ -292,7 +305,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     rows: list[Row] = []
     head = machine_line(device)
-    measure = {"ceiling": lambda: part_ceiling(sizes, device, work, args.timeout),
+    measure = {"ceiling": lambda: part_ceiling(sizes, device, work, args.timeout, rounds),
                "launch": lambda: part_launch(sizes, rounds, work, args.timeout),
                "exchange": lambda: part_exchange(sizes, device, sizes.exchange_rounds)}
     try:
