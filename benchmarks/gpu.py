@@ -174,6 +174,7 @@ def part_ceiling(sizes: Sizes, device: str, work: Path, timeout: float, rounds: 
                         f"recipe {got:,.1f} samples/s", f"tight loop {top:,.1f} samples/s", got / top,
                         f"recipe's data_wait {statistics.median(waits):.2f}; {rounds} alternating round"
                         f"{'s' if rounds != 1 else ''}; pairs {pairs}"))
+        print(table(rows[-1:]), file=sys.stderr, flush=True)  # each model's row at once
     return rows
 
 
