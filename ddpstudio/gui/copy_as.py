@@ -9,6 +9,8 @@ settings. A setup that cannot be planned is said in the status bar.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from PySide6.QtCore import QObject, Signal, Slot
 
 from ddpstudio.core.jobs.engines import ENGINES, TITLES
@@ -53,21 +55,21 @@ class CopyAs(QObject):
         except ValueError as exc:
             self._refuse(engine, str(exc))
             return
-        self._plan(engine, source)
+        self._plan(engine, source, "the setup")
 
     @Slot(str, str)
     def from_run(self, run_dir: str, engine: str) -> None:
-        self._plan(engine, [run_dir])
+        self._plan(engine, [run_dir], f"run {Path(run_dir).name}")
 
-    def _plan(self, engine: str, source: list[str]) -> None:
+    def _plan(self, engine: str, source: list[str], what: str) -> None:
         platform = self.window.platform
         self.window.statusBar().showMessage(f"Writing the {TITLES[engine]}…", 5000)
-        self.window.workers.submit(lambda: (engine, planned(source, platform)), self._on_planned,
+        self.window.workers.submit(lambda: (engine, what, planned(source, platform)), self._on_planned,
                                    lambda text: self._refuse(engine, text.strip().splitlines()[-1]))
 
     @Slot(object)
     def _on_planned(self, result) -> None:
-        engine, found = result
+        engine, what, found = result
         if isinstance(found, JobError):
             self._refuse(engine, str(found))
             return
@@ -75,7 +77,7 @@ class CopyAs(QObject):
         if self.dialog is not None:
             self.dialog.close()
         plan, where, workers = found
-        self.dialog = dialog = JobDialog(plan, where, workers, engine, w.dialogs, w)
+        self.dialog = dialog = JobDialog(plan, where, workers, engine, w.dialogs, what, w)
         dialog.copied.connect(lambda name, _text: w.statusBar().showMessage(
             f"Copied the {TITLES[name]} to the clipboard", 10000))
         dialog.saved.connect(lambda name, path: w.statusBar().showMessage(f"{TITLES[name]} saved to {path}", 10000))

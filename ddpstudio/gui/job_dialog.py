@@ -28,13 +28,14 @@ class JobDialog(QDialog):
     copied = Signal(str, str)  # engine, the text put on the clipboard
     saved = Signal(str, str)  # engine, the file written
 
-    def __init__(self, plan: Plan, source: str, workers: int | None, engine: str, dialogs,
+    def __init__(self, plan: Plan, source: str, workers: int | None, engine: str, dialogs, what: str = "",
                  parent: QWidget | None = None) -> None:
+        """``source``: the export's own words for where the plan came from (its header); ``what``: the title's."""
         super().__init__(parent)
         self.plan, self.source, self.workers, self.dialogs = plan, source, workers, dialogs
         self.run_id = new_run_id()
         self.text = ""
-        self.setWindowTitle(f"Copy {source} as a cluster job")
+        self.setWindowTitle(f"Copy {what or source} as a cluster job")
         self.engine = QComboBox()
         for name in ENGINES:
             self.engine.addItem(TITLES[name], name)

@@ -156,7 +156,8 @@ class RunsPanel(QWidget):
         menu.addAction("Export for TensorBoard…", lambda: self.export_requested.emit(run_dir, "tensorboard"))
         copy_as = menu.addMenu("Copy as")  # the run handed to a cluster's engine (Run ▸ Copy as does the form)
         for engine in ENGINES:
-            copy_as.addAction(f"{TITLES[engine]}…", lambda engine=engine: self.copy_as_requested.emit(run_dir, engine))
+            copy_as.addAction(f"{TITLES[engine]}…",
+                              lambda engine=engine: self.copy_as_requested.emit(run_dir, engine))
         menu.addSeparator()
         menu.addAction("Compare selected", lambda: self.compare_requested.emit(self.selected_dirs()))
         menu.addAction("Delete selected…", lambda: self.delete_requested.emit(self.selected_dirs()))
