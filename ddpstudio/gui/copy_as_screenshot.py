@@ -25,7 +25,7 @@ def main(argv: list[str] | None = None) -> int:
     from PySide6.QtGui import QPainter
 
     from ddpstudio.gui.form_state import SetupState
-    from ddpstudio.gui.screenshot import open_window
+    from ddpstudio.gui.screenshot import open_window, run_until_closed
 
     app, window = open_window(args.size)
     window.form.set_state(SetupState(model="resnet50", data="folder", data_dir="/data/imagenet", batch_size=64,
@@ -65,17 +65,12 @@ def main(argv: list[str] | None = None) -> int:
         dialog.close()
         window.close()
 
-    def poll() -> None:
+    def poll(timer) -> None:
         if window.check.latest is not None and not window.check.pending and window.machine_panel.cpu_mode is not None:
             timer.stop()
             open_menus()
 
-    timer = QTimer()
-    timer.timeout.connect(poll)
-    timer.start(200)
-    window.destroyed.connect(app.quit)
-    app.setQuitOnLastWindowClosed(True)
-    return app.exec()
+    return run_until_closed(app, window, poll)
 
 
 if __name__ == "__main__":
