@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Creates .venv with DDP Studio and its pinned PyTorch (constraints.txt).
 #   bash scripts/dev-env.sh          the app (enough for 'ddpstudio run --demo')
-#   bash scripts/dev-env.sh --test   plus the test tools, and makensis/7z/wine/mingw-w64 for the installer tests
+#   bash scripts/dev-env.sh --test   plus the test tools, makensis/7z/wine/mingw-w64 for the installer tests,
+#                                    shellcheck and SLURM for the cluster exports' tests
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
@@ -15,6 +16,9 @@ if [ "${1:-}" = "--test" ]; then
   command -v 7z >/dev/null || missing="$missing p7zip-full"
   command -v wine >/dev/null || missing="$missing wine64 wine"  # wine: the /usr/bin/wine launcher (only recommended by wine64)
   command -v x86_64-w64-mingw32-gcc >/dev/null || missing="$missing gcc-mingw-w64-x86-64"
+  # The cluster exports (issue 26): ShellCheck reads every exported script; a one-node SLURM runs the sbatch one.
+  command -v shellcheck >/dev/null || missing="$missing shellcheck"
+  command -v /usr/sbin/slurmd >/dev/null || missing="$missing slurmctld slurmd slurm-client munge"
   if [ -n "$missing" ]; then
     if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
       echo "installing$missing (installer tests)..."

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 EXIT_BAD_INPUT = 2
 
@@ -45,21 +44,24 @@ def add_parser(sub) -> None:
 
 
 def _error(message: str) -> int:
-    print(f"ddpstudio: error: {message}", file=sys.stderr)
+    for line in message.splitlines():
+        print(f"ddpstudio: error: {line}", file=sys.stderr)
     return EXIT_BAD_INPUT
 
 
-def source_plan(source: list[str]):
+def source_plan(source: list[str], platform=None):
     """(plan, where it came from, DataLoader workers asked for) for a run id/folder or ``run OPTIONS``;
-    an exit status on bad input."""
+    raises JobError, one problem a line. The window's Copy as comes here too, with the form as ``run``
+    options (gui/command_line.py run_arguments), so it plans exactly what this command plans."""
     from ddpstudio.cli.export import run_folder
+    from ddpstudio.core.jobs.job import JobError
     from ddpstudio.core.plan import Plan
 
     if not source:
-        return _error("say what to export: a run id, a run folder, or 'run' with 'ddpstudio run' options")
+        raise JobError("say what to export: a run id, a run folder, or 'run' with 'ddpstudio run' options")
     if source[0] == "run":
         from ddpstudio.cli.main import _parser
-        from ddpstudio.cli.run import plan_or_exit
+        from ddpstudio.cli.run import plan_or_problems
         from ddpstudio.core.platform import current
 
         run_args = _parser().parse_args(source)
@@ -67,39 +69,34 @@ def source_plan(source: list[str]):
         # memory that bound the ranks and DataLoader workers (core/capacity.py): no bound of this machine's.
         run_args.oversubscribe = True
         elsewhere = {"script", "cwd", "port", "data_folder"} | ({"data_dir"} if run_args.data else set())
-        plan = plan_or_exit(run_args, current(), frozenset(elsewhere))
-        return plan if isinstance(plan, int) else (plan, "the run options given", run_args.workers)
+        plan = plan_or_problems(run_args, platform or current(), frozenset(elsewhere))
+        if isinstance(plan, list):
+            raise JobError("\n".join(plan))
+        return plan, "the run options given", run_args.workers
     if len(source) > 1:
-        return _error(f"unexpected arguments {' '.join(source[1:])!r}: give one run, or 'run' and its options")
+        raise JobError(f"unexpected arguments {' '.join(source[1:])!r}: give one run, or 'run' and its options")
     folder = run_folder(source[0])
     if folder is None:
-        return _error(f"no run {source[0]!r}: give a run id from 'ddpstudio runs' or a run folder")
+        raise JobError(f"no run {source[0]!r}: give a run id from 'ddpstudio runs' or a run folder")
     return Plan.read(folder / "plan.json"), f"run {folder.name}", None
 
 
 def main(args: argparse.Namespace) -> int:
-    from ddpstudio.core.jobs.engines import render
-    from ddpstudio.core.jobs.job import JobError, Shape, cluster_job
+    from ddpstudio.core.jobs.engines import Options, export, save
+    from ddpstudio.core.jobs.job import JobError
 
-    found = source_plan(list(args.source))
-    if isinstance(found, int):
-        return found
-    plan, where, workers = found
-    restarts = plan.max_restarts if args.max_restarts is None else args.max_restarts
-    shape = Shape(nodes=args.nodes, procs_per_node=args.gpus_per_node or plan.ranks_per_node, port=args.port,
-                  max_restarts=restarts, host=args.host, device=args.device)
+    options = Options(nodes=args.nodes, procs_per_node=args.gpus_per_node, device=args.device, port=args.port,
+                      max_restarts=args.max_restarts, host=args.host, accelerator=args.accelerator,
+                      image=args.image)
     try:
-        job = cluster_job(plan, shape, where, workers)
+        plan, where, workers = source_plan(list(args.source))
+        text = export(args.to, options, plan, where, workers)
+        if args.output:
+            out = save(text, args.output)
     except JobError as exc:
         return _error(str(exc))
-    text = render(args.to, job, accelerator=args.accelerator, image=args.image)
     if not args.output:
         sys.stdout.write(text)
         return 0
-    out = Path(args.output)
-    if not out.resolve().parent.is_dir():
-        return _error(f"the folder of {out} does not exist: create it or choose another file")
-    out.write_text(text, encoding="utf-8", newline="\n")  # bash reads LF lines only, also when written on Windows
-    out.chmod(out.stat().st_mode | 0o111)
     print(f"{args.to} job written to {out}", file=sys.stderr)
     return 0

@@ -184,10 +184,10 @@ def fail(message: str) -> int:
     return EXIT_BAD_INPUT
 
 
-def plan_or_exit(args: argparse.Namespace, platform, elsewhere: frozenset[str] = frozenset()):
-    """The request checked and planned: a Plan, or the exit status after one error line per problem.
+def plan_or_problems(args: argparse.Namespace, platform, elsewhere: frozenset[str] = frozenset()):
+    """The request checked and planned: a Plan, or the problems in words (one sentence each).
     ``elsewhere``: fields whose checks are about this machine's files and ports, not the machines the run
-    will go to (``export-job``: the data and script live on the cluster)."""
+    will go to (``export-job`` and the window's Copy as: the data and script live on the cluster)."""
     from ddpstudio.core.gpu.cudadriver import planning_machine
     from ddpstudio.core.policy import PolicyError, build_plan
     from ddpstudio.core.validate import check_request
@@ -196,17 +196,25 @@ def plan_or_exit(args: argparse.Namespace, platform, elsewhere: frozenset[str] =
 
     contradiction = conflict(args, DEMO_STEPS)
     if contradiction:
-        return fail(contradiction)
+        return [contradiction]
     request = build_request(args)
-    problems = [p for p in check_request(request) if p.field not in elsewhere]
+    problems = [p.message for p in check_request(request) if p.field not in elsewhere]
     if problems:
-        for problem in problems:
-            print(f"ddpstudio: error: {problem.message}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return problems
     try:
         return build_plan(request, platform, planning_machine())  # torch only where a GPU can be
     except (PolicyError, ValueError) as exc:
-        return fail(str(exc))
+        return [str(exc)]
+
+
+def plan_or_exit(args: argparse.Namespace, platform, elsewhere: frozenset[str] = frozenset()):
+    """A Plan, or the exit status after one error line per problem (``plan_or_problems``)."""
+    found = plan_or_problems(args, platform, elsewhere)
+    if not isinstance(found, list):
+        return found
+    for message in found:
+        print(f"ddpstudio: error: {message}", file=sys.stderr)
+    return EXIT_BAD_INPUT
 
 
 def main(args: argparse.Namespace) -> int:

@@ -17,6 +17,7 @@ from ddpstudio.core.platform import Platform, current
 from ddpstudio.gui.bench_controller import BenchController
 from ddpstudio.gui.advisor import LoadAdvisor
 from ddpstudio.gui.bench_view import BenchView
+from ddpstudio.gui.copy_as import CopyAs
 from ddpstudio.gui.dialogs import Dialogs
 from ddpstudio.gui.gui_thread_gc import collect_on_gui_thread
 from ddpstudio.gui.launch_flow import LaunchFlow
@@ -114,6 +115,7 @@ class MainWindow(QMainWindow):
         self.setCentralWidget(self.splitter)
         self.statusBar().showMessage("Looking at this machine…")
         self.explainer = WindowExplainer(self)  # Launch's reasons, the Log's story, presets, Copy as command
+        self.copy_as = CopyAs(self)  # Run ▸ Copy as ▸ a cluster engine's job, from the form or a past run
 
     def _connect(self) -> None:
         self.monitor.inventory_detected.connect(self._on_inventory)

@@ -33,6 +33,7 @@ class RunsPanel(QWidget):
     compare_requested = Signal(list)  # run folders, in the order they were selected
     delete_requested = Signal(list)  # run folders
     export_requested = Signal(str, str)  # run folder, "csv" | "tensorboard"
+    copy_as_requested = Signal(str, str)  # run folder, a cluster engine (core/jobs/engines.py ENGINES)
 
     def __init__(self, workers: Workers, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -144,14 +145,23 @@ class RunsPanel(QWidget):
         item = self.tree.itemAt(pos)
         if item is None:
             return
-        run_dir = item.data(0, Qt.ItemDataRole.UserRole)
+        self.context_menu(item.data(0, Qt.ItemDataRole.UserRole)).popup(self.tree.viewport().mapToGlobal(pos))
+
+    def context_menu(self, run_dir: str) -> QMenu:
+        """The menu a right-click on ``run_dir`` opens."""
+        from ddpstudio.core.jobs.engines import ENGINES, TITLES
+
         menu = QMenu(self)
         menu.addAction("Export as CSV…", lambda: self.export_requested.emit(run_dir, "csv"))
         menu.addAction("Export for TensorBoard…", lambda: self.export_requested.emit(run_dir, "tensorboard"))
+        copy_as = menu.addMenu("Copy as")  # the run handed to a cluster's engine (Run ▸ Copy as does the form)
+        for engine in ENGINES:
+            copy_as.addAction(f"{TITLES[engine]}…",
+                              lambda engine=engine: self.copy_as_requested.emit(run_dir, engine))
         menu.addSeparator()
         menu.addAction("Compare selected", lambda: self.compare_requested.emit(self.selected_dirs()))
         menu.addAction("Delete selected…", lambda: self.delete_requested.emit(self.selected_dirs()))
-        menu.popup(self.tree.viewport().mapToGlobal(pos))
+        return menu
 
     def select(self, run_dir: str) -> None:
         for i in range(self.tree.topLevelItemCount()):

@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"saved {args.out}")
         window.close()  # asks (answered yes), stops the run, closes when it has ended
 
-    def poll() -> None:
+    def poll(timer) -> None:
         if args.past:
             if not state["launched"] and window.check.latest is not None and not window.check.pending:
                 state["launched"] = True
@@ -87,8 +87,16 @@ def main(argv: list[str] | None = None) -> int:
             timer.stop()
             grab()
 
+    return run_until_closed(app, window, poll)
+
+
+def run_until_closed(app, window, poll) -> int:
+    """Call ``poll(timer)`` every 200 ms (it stops the timer when it is done) until the window is closed;
+    the application's exit status."""
+    from PySide6.QtCore import QTimer
+
     timer = QTimer()
-    timer.timeout.connect(poll)
+    timer.timeout.connect(lambda: poll(timer))
     timer.start(200)
     window.destroyed.connect(app.quit)
     app.setQuitOnLastWindowClosed(True)

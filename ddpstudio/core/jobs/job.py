@@ -65,10 +65,12 @@ class Job:
         return " ".join(plan_file if part == "{plan}" else shlex.quote(part) for part in self.entry)
 
 
-def cluster_job(plan: Plan, shape: Shape, source: str, workers: int | None = None) -> Job:
+def cluster_job(plan: Plan, shape: Shape, source: str, workers: int | None = None, *,
+                run_id: str | None = None) -> Job:
     """``plan`` (a past run's or freshly built) as a job of ``shape.nodes`` x ``shape.procs_per_node`` ranks.
     ``workers``: DataLoader workers the user asked for; None lets each node choose for its own cores
-    (core/dataworkers.py workers_in_rank), not keep the number chosen for this machine."""
+    (core/dataworkers.py workers_in_rank), not keep the number chosen for this machine. ``run_id``: the
+    cluster run's id; None: a new one (the window keeps one per Copy as dialog, so its preview holds still)."""
     if shape.nodes < 1 or shape.procs_per_node < 1:
         raise JobError("--nodes and --gpus-per-node must be at least 1")
     if shape.max_restarts < 0:
@@ -97,7 +99,7 @@ def cluster_job(plan: Plan, shape: Shape, source: str, workers: int | None = Non
     from ddpstudio.core.policy import new_run_id
 
     # A new run id: the cluster's run is a run of its own, beside the one it came from.
-    cluster = replace(plan, run_id=new_run_id(), world_size=shape.world_size, nodes=shape.nodes, node_rank=0,
+    cluster = replace(plan, run_id=run_id or new_run_id(), world_size=shape.world_size, nodes=shape.nodes, node_rank=0,
                       backend=backend, device=device, store="tcp", init_method="env://", store_path=None,
                       store_is_fixed=False, master_addr="", master_port=None, env=env, python="",
                       grad_exchange=exchange, run_dir="", gpus=None, max_restarts=0,

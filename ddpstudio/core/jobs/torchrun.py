@@ -16,7 +16,9 @@ def render(job: Job) -> str:
         head = f'HEAD_NODE="${{HEAD_NODE:-{shape.host}}}"'
         left = f"run this script on each of the {shape.nodes} node(s); they meet at {shape.host}:{shape.port}"
     else:
-        head = 'HEAD_NODE="${HEAD_NODE:?set HEAD_NODE to the first node\'s address}"'
+        # No apostrophe in the message: inside "${VAR:?word}" bash reads a ' as opening a quote, so
+        # "first node's" left the script unparseable (bash -n: unexpected EOF looking for the matching ').
+        head = 'HEAD_NODE="${HEAD_NODE:?set HEAD_NODE to the address of the first node}"'
         left = (f"run this script on each of the {shape.nodes} node(s) with HEAD_NODE set to the first node's "
                 f"address (its port {shape.port} must be open to the others)")
     lines = ["#!/usr/bin/env bash", *shell.header(job, "torchrun", left), "set -euo pipefail", head,
