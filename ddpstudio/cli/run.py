@@ -204,9 +204,15 @@ def plan_or_exit(args: argparse.Namespace, platform, elsewhere: frozenset[str] =
             print(f"ddpstudio: error: {problem.message}", file=sys.stderr)
         return EXIT_BAD_INPUT
     try:
-        return build_plan(request, platform, planning_machine())  # torch only where a GPU can be
+        plan = build_plan(request, platform, planning_machine())  # torch only where a GPU can be
     except (PolicyError, ValueError) as exc:
         return fail(str(exc))
+    from ddpstudio.core.recipefit import check_plan
+
+    problems = check_plan(plan, request.oversubscribe, elsewhere)  # what the ranks would find out too late
+    for problem in problems:
+        print(f"ddpstudio: error: {problem.message}", file=sys.stderr)
+    return EXIT_BAD_INPUT if problems else plan
 
 
 def main(args: argparse.Namespace) -> int:
