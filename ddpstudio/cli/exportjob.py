@@ -96,10 +96,16 @@ def main(args: argparse.Namespace) -> int:
     if not args.output:
         sys.stdout.write(text)
         return 0
+    from ddpstudio.core.outputfile import file_problem, write_failure
+
     out = Path(args.output)
-    if not out.resolve().parent.is_dir():
-        return _error(f"the folder of {out} does not exist: create it or choose another file")
-    out.write_text(text, encoding="utf-8", newline="\n")  # bash reads LF lines only, also when written on Windows
-    out.chmod(out.stat().st_mode | 0o111)
+    problem = file_problem(out, "the job file")
+    if problem:
+        return _error(problem)
+    try:
+        out.write_text(text, encoding="utf-8", newline="\n")  # bash reads LF lines only, also when written on Windows
+        out.chmod(out.stat().st_mode | 0o111)
+    except OSError as exc:
+        return _error(write_failure(out, exc))
     print(f"{args.to} job written to {out}", file=sys.stderr)
     return 0
