@@ -106,10 +106,14 @@ def main(args: argparse.Namespace) -> int:
         config = build_config(args)
     except ValueError as exc:
         return run_cli.fail(str(exc))
+    from ddpstudio.core.outputfile import file_problem, write_failure
+
     problems = check_request(config.request)
+    problems += [file_problem(path, what) for path, what in ((args.csv, "the CSV file"), (args.png, "the chart"))
+                 if path and file_problem(path, what)]
     if problems:
         for problem in problems:
-            print(f"ddpstudio: error: {problem.message}", file=sys.stderr)
+            print(f"ddpstudio: error: {problem}", file=sys.stderr)  # a Problem, or an output file's line
         return run_cli.EXIT_BAD_INPUT
     bench = Benchmark(config, on_progress=ProgressLine())
     try:
@@ -126,10 +130,12 @@ def main(args: argparse.Namespace) -> int:
         result = bench.run()
     finally:
         signal.signal(signal.SIGINT, previous)
-    if args.csv:
-        write_csv(result, args.csv)
-    if args.png:
-        write_png(result, args.png)
+    for path, write in ((args.csv, write_csv), (args.png, write_png)):
+        try:
+            if path:
+                write(result, path)
+        except OSError as exc:  # after the check: the disk filled up meanwhile, say; the results still print
+            print(f"ddpstudio: error: {write_failure(path, exc)}", file=sys.stderr)
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))
     else:

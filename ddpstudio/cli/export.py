@@ -45,8 +45,13 @@ def main(args: argparse.Namespace) -> int:
     folder = run_folder(args.run)
     if folder is None:
         return _error(f"no run {args.run!r}: give a run id from 'ddpstudio runs' or a run folder")
-    if args.csv and not Path(args.csv).resolve().parent.is_dir():
-        return _error(f"the folder of {args.csv} does not exist: create it or choose another file")
+    from ddpstudio.core.outputfile import file_problem, write_failure
+    from ddpstudio.core.validate import writable_problem
+
+    problem = file_problem(args.csv, "the CSV file") if args.csv else None
+    folder = writable_problem("tensorboard", args.tensorboard, "TensorBoard folder") if args.tensorboard else None
+    if problem or folder:
+        return _error(problem or str(folder))
     history = read_history(folder)
     if not history.tracks:
         return _error(f"run {folder.name} measured nothing yet (no history.jsonl or step events in {folder})")
@@ -55,8 +60,13 @@ def main(args: argparse.Namespace) -> int:
             n = export.write_tensorboard(history, args.tensorboard)
         except export.MissingTensorBoard as exc:
             return _error(str(exc))
+        except OSError as exc:
+            return _error(write_failure(args.tensorboard, exc))
         print(f"{n} scalars written to {args.tensorboard} (open with: tensorboard --logdir {args.tensorboard})")
     if args.csv:
-        n = export.write_csv(history, args.csv)
+        try:
+            n = export.write_csv(history, args.csv)
+        except OSError as exc:
+            return _error(write_failure(args.csv, exc))
         print(f"{n} rows written to {args.csv}")
     return 0

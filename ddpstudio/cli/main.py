@@ -115,6 +115,12 @@ def _main(argv: list[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 2
+    from ddpstudio.core.paths import data_dir_problem
+
+    problem = data_dir_problem()  # every command reads or writes under it
+    if problem:
+        print(f"ddpstudio: error: {problem}", file=sys.stderr)
+        return 2
     return args.func(args)
 
 

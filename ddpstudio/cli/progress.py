@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import math
 import sys
 import time
@@ -9,11 +10,13 @@ from typing import Any, TextIO
 
 from ddpstudio.cli.vt import enable_virtual_terminal
 from ddpstudio.core import protocol
+from ddpstudio.core.launch.rootcause import without_rank_prefix
 from ddpstudio.core.platform import Platform, current
 
 
 SHOW_OUTPUT = ("0", "all", "none")  # ddpstudio run --show-output
 SCRIPT_STREAMS = ("stdout", "stderr")
+TAIL_SHOWN = 60  # lines of each rank's stderr remembered: more than a root cause's traceback tail (15)
 
 
 def format_eta(seconds: float | None) -> str:
@@ -60,6 +63,9 @@ class ProgressView:
         self.kind: str | None = None  # run_started's kind: only scripts have output of their own to show
         self.world_size: int | None = None  # as the ranks report it (rank_joined), once known
         self.joined: set[int] = set()
+        # The script's output lines printed here lately, per rank: a root cause's traceback tail that is
+        # among them was on the screen already and is not printed twice (issue 27).
+        self.shown: dict[int | None, collections.deque[str]] = {}
 
     def feed(self, event: protocol.Event) -> None:
         handler = getattr(self, f"_handle_{event.type}", None)
@@ -158,6 +164,11 @@ class ProgressView:
                 self._print(f"[rank {ev.rank}] {line}")
             elif self.show_output == "0" and ev.rank == 0:
                 self._print(line)
+            else:
+                return
+            if stream == "stderr" and line.strip():
+                shown = self.shown.setdefault(ev.rank, collections.deque(maxlen=TAIL_SHOWN))
+                shown.append(without_rank_prefix(line).rstrip())
 
     def _handle_warning(self, ev: protocol.Event) -> None:
         self._print(f"warning: {ev.get('message')}")
@@ -183,9 +194,14 @@ class ProgressView:
         cause = ev.get("root_cause")
         if state == protocol.FAILED and cause:
             self._print(f"root cause: {ev.get('summary')}")
-            for line in cause.get("traceback_tail") or []:
-                self._print(f"    {line}")
-            self._print(f"logs: {ev.get('run_dir')}")
+            above = self._shown_rank(cause)
+            if above is not None:
+                same = "" if above == cause.get("rank") else "the same "
+                self._print(f"    ({same}traceback is printed above, from rank {above})")
+            else:
+                for line in cause.get("traceback_tail") or []:
+                    self._print(f"    {line}")
+            self._logs(ev)
 
     def _not_trained(self, ev: protocol.Event) -> None:
         """Why a run that exited 0 did not train (one line), then what its ranks said last."""
@@ -197,4 +213,16 @@ class ProgressView:
             self._print("the ranks' last output:")
             for line in lines:
                 self._print(f"  {line}")
-        self._print(f"logs: {ev.get('run_dir')}")
+        self._logs(ev)
+
+    def _shown_rank(self, cause: dict) -> int | None:
+        """The rank whose output printed above holds every line of ``cause``'s traceback tail (the failing
+        rank's own first), or ``None``: a script's traceback is on the screen once, not twice."""
+        tail = [line.rstrip() for line in cause.get("traceback_tail") or [] if line.strip()]
+        ranks = sorted(self.shown, key=lambda r: (r != cause.get("rank"), r if isinstance(r, int) else -1))
+        return next((r for r in ranks if tail and set(tail) <= set(self.shown[r])), None)
+
+    def _logs(self, ev: protocol.Event) -> None:
+        """Where the run's logs are; a run refused before it had a folder (a host that never started) has none."""
+        if ev.get("run_dir"):
+            self._print(f"logs: {ev.get('run_dir')}")

@@ -202,9 +202,13 @@ def plan_or_problems(args: argparse.Namespace, platform, elsewhere: frozenset[st
     if problems:
         return problems
     try:
-        return build_plan(request, platform, planning_machine())  # torch only where a GPU can be
+        plan = build_plan(request, platform, planning_machine())  # torch only where a GPU can be
     except (PolicyError, ValueError) as exc:
         return [str(exc)]
+    from ddpstudio.core.recipefit import check_plan
+
+    found = check_plan(plan, request.oversubscribe, elsewhere)  # what the ranks would find out too late
+    return [p.message for p in found] if found else plan
 
 
 def plan_or_exit(args: argparse.Namespace, platform, elsewhere: frozenset[str] = frozenset()):

@@ -73,19 +73,51 @@ def probe(model: str, size: int) -> str:
     return f"{why}; the smallest size that works is {high}"
 
 
-def image_size_problem(model: str, size: int) -> str | None:
-    """Why ``model`` cannot train on ``size``-pixel images, or ``None``. Imports torch only on a cache miss."""
+def _verdict(key: str, find) -> str:
+    """The cached verdict for ``key`` ('' = it works), found with ``find()`` on a miss and cached."""
     from ddpstudio.core.atomic import write_json
 
     cache = _read_cache()
-    key = f"{model}:{size}"
     if key not in cache:
-        cache[key] = probe(model, size)
+        cache[key] = find()
         try:
             write_json(_cache_file(), cache, indent=None)
         except OSError:
             pass  # a read-only data folder only costs the probe next time
     verdict = cache[key]
-    if not isinstance(verdict, str) or not verdict:
-        return None
-    return f"{model} cannot take {size}x{size} images ({verdict}); choose a larger --image-size"
+    return verdict if isinstance(verdict, str) else ""
+
+
+def image_size_problem(model: str, size: int) -> str | None:
+    """Why ``model`` cannot train on ``size``-pixel images, or ``None``. Imports torch only on a cache miss."""
+    verdict = _verdict(f"{model}:{size}", lambda: probe(model, size))
+    return f"{model} cannot take {size}x{size} images ({verdict}); choose a larger --image-size" if verdict else None
+
+
+def _single_sample_failure(model: str, size: int) -> str:
+    """'' when one ``size`` image trains through ``model``; else the first line of why not.
+
+    Training-mode BatchNorm needs more than one value per channel: torch/nn/functional.py ``batch_norm``
+    calls ``_verify_batch_size``, which raises "Expected more than 1 value per channel when training"
+    when the batch times the spatial size is 1 (resnet18 at 32 px: a 1x1 map before its last BatchNorm).
+    The check looks at shapes only, so it fires on the meta device too.
+    """
+    import warnings
+
+    import torch
+    import torchvision
+
+    try:
+        with warnings.catch_warnings(), torch.device("meta"):
+            warnings.simplefilter("ignore")
+            net = torchvision.models.get_model(model, weights=None, num_classes=10).train()
+    except Exception:  # cannot be built on the meta device: no verdict, no refusal
+        return ""
+    why = _failure(net, size)
+    return why or ""
+
+
+def single_sample_problem(model: str, size: int) -> str | None:
+    """Why ``model`` cannot train on one ``size``-pixel image per rank (its BatchNorm), or ``None``; cached."""
+    verdict = _verdict(f"{model}:{size}:train-1", lambda: _single_sample_failure(model, size))
+    return f"{model} cannot train on one {size}x{size} image at a time ({verdict})" if verdict else None

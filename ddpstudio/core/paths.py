@@ -22,6 +22,23 @@ def data_dir() -> Path:
     return Path(platformdirs.user_data_dir(APP_NAME, appauthor=False))
 
 
+def data_dir_problem() -> str | None:
+    """Why the data folder cannot be one (``DDPSTUDIO_HOME`` names a file, or a path through a file), or
+    ``None``. Issue 27: doctor crashed, ``run`` said "Not a directory" and ``runs`` "no runs yet" (exit 0)."""
+    home = data_dir()
+    named = f"DDPSTUDIO_HOME ({home})" if os.environ.get("DDPSTUDIO_HOME") else f"DDP Studio's data folder {home}"
+    fix = ("point DDPSTUDIO_HOME at a folder (a missing one is created), or unset it to use the per-user folder"
+           if os.environ.get("DDPSTUDIO_HOME") else "move that file away")
+    if home.exists() and not home.is_dir():
+        return f"{named} is a file, not a folder; {fix}"
+    base = home.absolute()
+    while not base.exists() and base.parent != base:
+        base = base.parent
+    if not base.is_dir():
+        return f"{named} cannot be created: {base} is a file, not a folder; {fix}"
+    return None
+
+
 def runs_dir() -> Path:
     return data_dir() / "runs"
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from ddpstudio.core.plan import MLP_MODEL, RecipeSpec, ScriptSpec
 
 DATA_SOURCES = ("synthetic", "folder", "cifar10")
+CIFAR_TRAIN_FILES = tuple(f"data_batch_{i}" for i in range(1, 6)) + ("test_batch", "batches.meta")
 IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp"}
 
 
@@ -178,9 +179,16 @@ def check_data_dir(kind: str, data_dir: str | None) -> list[Problem]:
     if kind == "cifar10":
         from ddpstudio.core.plan import CIFAR_FOLDER, cifar_root
 
-        if not (cifar_root(str(path)) / CIFAR_FOLDER / "data_batch_1").is_file():
+        batches = cifar_root(str(path)) / CIFAR_FOLDER
+        if not (batches / "data_batch_1").is_file():
             return [Problem("data_dir", f"{path} does not hold CIFAR-10's {CIFAR_FOLDER} folder; unpack "
                                         "cifar-10-python.tar.gz there")]
+        # What torchvision's CIFAR10 checks and opens (torchvision/datasets/cifar.py ``_check_integrity``:
+        # train_list + test_list; then the meta file).
+        missing = [n for n in CIFAR_TRAIN_FILES if not (batches / n).is_file()]
+        if missing:
+            return [Problem("data_dir", f"{batches} lacks {', '.join(missing)}: it is incomplete; unpack "
+                                        "cifar-10-python.tar.gz there again")]
         return []
     try:
         classes = [d for d in path.iterdir() if d.is_dir()]

@@ -14,6 +14,7 @@ from ddpstudio.core.cleanup.hygiene import prelaunch_check
 from ddpstudio.core.plan import Plan
 from ddpstudio.core.platform import Platform
 from ddpstudio.core.policy import PolicyError, build_plan, write_plan
+from ddpstudio.core.recipefit import check_plan
 from ddpstudio.core.validate import Problem, check_request
 from ddpstudio.gui.form_state import FieldError, SetupState
 
@@ -51,7 +52,8 @@ def preflight(state: SetupState, machine, platform: Platform) -> Preflight:
         return Preflight((Problem(exc.field or "workload", str(exc)),))
     except ValueError as exc:  # a store path torch cannot use, from storeurl
         return Preflight((Problem("store_path" if state.store == "fixed" else "workload", str(exc)),))
-    return Preflight(plan=plan)
+    fit = check_plan(plan, request.oversubscribe)  # the data, the model and the machine against the plan
+    return Preflight(tuple(fit)) if fit else Preflight(plan=plan)
 
 
 def prepare_launch(state: SetupState, machine, platform: Platform) -> LaunchReady:

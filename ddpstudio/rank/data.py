@@ -126,6 +126,18 @@ def _image_transform(size: int):
     )
 
 
+def cifar10(root: str, train: bool, image_size: int) -> Dataset:
+    """torchvision's CIFAR-10 from ``root``; a damaged copy is a DataProblem that says what to do."""
+    from torchvision.datasets import CIFAR10
+
+    from ddpstudio.rank.baddata import DataProblem, cifar_message
+
+    try:
+        return CIFAR10(root, train=train, download=False, transform=_image_transform(image_size))
+    except (RuntimeError, OSError, ValueError) as exc:  # a checksum, a pickle, a short read
+        raise DataProblem(cifar_message(root, exc)) from None
+
+
 def build_dataset(spec: RecipeSpec) -> tuple[Dataset, int]:
     """The dataset and its number of classes."""
     if spec.data == "synthetic":
@@ -133,12 +145,10 @@ def build_dataset(spec: RecipeSpec) -> tuple[Dataset, int]:
     if spec.data == "folder":
         from torchvision.datasets import ImageFolder
 
-        ds = ImageFolder(str(spec.data_dir), transform=_image_transform(spec.image_size))
+        from ddpstudio.rank.baddata import image_loader
+
+        ds = ImageFolder(str(spec.data_dir), transform=_image_transform(spec.image_size), loader=image_loader)
         return ds, len(ds.classes)
     if spec.data == "cifar10":
-        from torchvision.datasets import CIFAR10
-
-        ds = CIFAR10(str(cifar_root(spec.data_dir or ".")), train=True, download=False,
-                     transform=_image_transform(spec.image_size))
-        return ds, 10
+        return cifar10(str(cifar_root(spec.data_dir or ".")), True, spec.image_size), 10
     raise ValueError(f"unknown data source {spec.data!r}: use synthetic, folder or cifar10")

@@ -19,8 +19,10 @@ from contextlib import nullcontext
 from datetime import timedelta
 
 from ddpstudio.core import protocol
+from ddpstudio.core.checkpoint import CheckpointError
 from ddpstudio.core.plan import Plan, RecipeSpec
 from ddpstudio.rank import stopwatch
+from ddpstudio.rank.baddata import DataProblem, stated_message
 from ddpstudio.rank.emit import Emitter, rank_from_env
 
 DIVERGED_HINT = ("Likely causes: a learning rate too high (this run uses {lr:g}; try 10x lower), "
@@ -113,7 +115,7 @@ class Trainer:
         self.steps_per_epoch = len(self.loader) // self.accumulate
         if self.steps_per_epoch == 0:
             accumulated = f" x {self.accumulate} micro-batches" if self.accumulate > 1 else ""
-            raise ValueError(
+            raise DataProblem(  # checked before the start too (core/recipefit.py); the data may have changed
                 f"{len(dataset)} samples are too few for {self.world_size} ranks x batch {spec.batch_size}"
                 f"{accumulated}; lower the batch size or add data")
         model = build_model(spec.model, classes, spec.image_size).to(self.device)
@@ -157,7 +159,6 @@ class Trainer:
 
     # -- checkpoints -----------------------------------------------------
     def _resume(self) -> None:
-        from ddpstudio.core.checkpoint import CheckpointError
         from ddpstudio.rank.checkpoint import checkpoint_path, layout, load
 
         state, info = load(self.spec.checkpoint_dir, self.device, self.spec.model)
@@ -363,6 +364,11 @@ class Trainer:
             dist.destroy_process_group()
 
 
+# Errors about the user's data or checkpoint whose message says what is wrong and what to do: the root cause
+# is the message alone (no traceback of ours on the console; a few lines in the rank's log).
+STATED = (DataProblem, CheckpointError)
+
+
 def main(argv: list[str] | None = None) -> int:
     from ddpstudio.rank.lifeline import watch_launcher
 
@@ -391,6 +397,11 @@ def main(argv: list[str] | None = None) -> int:
             traceback.print_exc(limit=3)
             print("(after the stop was asked for: a peer had already stopped)", file=sys.stderr, flush=True)
             stopwatch.exit_interrupted()
+        if isinstance(exc, STATED):  # the user's data or checkpoint: the message says it all (rank/baddata.py)
+            emitter.emit(protocol.ERROR, message=stated_message(exc), stated=True,
+                         traceback=traceback.format_exc(limit=-3))
+            traceback.print_exc(limit=-3)  # a few lines for the rank's log; the console shows the message
+            return 1
         emitter.emit(protocol.ERROR, message=f"{type(exc).__name__}: {exc}",
                      traceback=traceback.format_exc(limit=20))
         raise

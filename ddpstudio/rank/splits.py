@@ -16,7 +16,7 @@ import torch
 from torch.utils.data import Dataset, Subset
 
 from ddpstudio.core.plan import CIFAR_FOLDER, RecipeSpec, cifar_root
-from ddpstudio.rank.data import SyntheticImages, _image_transform, build_dataset
+from ddpstudio.rank.data import SyntheticImages, _image_transform, build_dataset, cifar10
 
 VAL_FRACTION = 0.1
 SYNTHETIC_VAL_SAMPLES = 512
@@ -42,8 +42,10 @@ def build_splits(spec: RecipeSpec) -> Splits:
         if (root / "train").is_dir() and (root / "val").is_dir():
             from torchvision.datasets import ImageFolder
 
+            from ddpstudio.rank.baddata import image_loader
+
             transform = _image_transform(spec.image_size)
-            train, val = ImageFolder(str(root / "train"), transform), ImageFolder(str(root / "val"), transform)
+            train, val = (ImageFolder(str(root / part), transform, loader=image_loader) for part in ("train", "val"))
             if val.classes != train.classes:
                 raise ValueError(f"{root / 'val'} has classes {val.classes}, but {root / 'train'} has "
                                  f"{train.classes}; give both folders the same class sub-folders")
@@ -51,10 +53,8 @@ def build_splits(spec: RecipeSpec) -> Splits:
     if spec.data == "cifar10":
         root = cifar_root(spec.data_dir or ".")
         if (root / CIFAR_FOLDER / "test_batch").is_file():
-            from torchvision.datasets import CIFAR10
-
             train, _ = build_dataset(spec)
-            val = CIFAR10(str(root), train=False, download=False, transform=_image_transform(spec.image_size))
+            val = cifar10(str(root), False, spec.image_size)
             return Splits(train, val, list(val.classes), f"CIFAR-10's test batch ({len(val)} images)")
     full, classes = build_dataset(spec)
     names = list(getattr(full, "classes", [str(c) for c in range(classes)]))

@@ -58,10 +58,16 @@ def export(engine: str, options: Options, plan: Plan, source: str, workers: int 
 
 def save(text: str, path: str | Path) -> Path:
     """Write a job file as its engine reads it: LF lines (bash reads no CRLF, also when written on Windows),
-    executable for a script; raises JobError when its folder does not exist."""
+    executable for a script; raises JobError, in one line, where it cannot be written."""
+    from ddpstudio.core.outputfile import file_problem, write_failure
+
     out = Path(path)
-    if not out.resolve().parent.is_dir():
-        raise JobError(f"the folder of {out} does not exist: create it or choose another file")
-    out.write_text(text, encoding="utf-8", newline="\n")
-    out.chmod(out.stat().st_mode | 0o111)
+    problem = file_problem(out, "the job file")  # a folder, /proc, a read-only or missing folder: one line
+    if problem:
+        raise JobError(problem)
+    try:
+        out.write_text(text, encoding="utf-8", newline="\n")
+        out.chmod(out.stat().st_mode | 0o111)
+    except OSError as exc:
+        raise JobError(write_failure(out, exc)) from None
     return out

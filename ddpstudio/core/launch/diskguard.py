@@ -48,14 +48,13 @@ class DiskProblem:
     @property
     def message(self) -> str:
         free = "free space unknown" if self.free is None else f"{self.free / 2**20:.1f} MiB free"
-        if self.errno == errno.EROFS:
-            what = "is read-only"
-        elif self.errno == errno.EIO:
-            what = "reported an input/output error"
-        else:
-            what = "is full"
-        return f"the disk holding {self.folder} {what} ({free}); free some space or move DDP Studio's data " \
-               "folder (DDPSTUDIO_HOME) to another disk"
+        move = "move DDP Studio's data folder (DDPSTUDIO_HOME) to"
+        if self.errno == errno.EROFS:  # no space to free: "free some space" misled (issue 27)
+            return f"the disk holding {self.folder} is read-only ({free}); {move} a writable disk"
+        if self.errno in (errno.EACCES, errno.EPERM):
+            return f"{self.folder} cannot be written by this user (permission denied); {move} a folder you can write to"
+        what = "reported an input/output error" if self.errno == errno.EIO else "is full"
+        return f"the disk holding {self.folder} {what} ({free}); free some space or {move} another disk"
 
     @classmethod
     def of(cls, exc: BaseException, folder: str | os.PathLike) -> "DiskProblem | None":
@@ -74,6 +73,8 @@ def probe(folder: str | os.PathLike, size: int = PROBE_BYTES) -> DiskProblem | N
             fh.flush()
             os.fsync(fh.fileno())
     except OSError as exc:
+        if exc.errno in (errno.EACCES, errno.EPERM):  # a folder this user may not write: not the disk's doing
+            return DiskProblem(str(folder), exc.errno, free_bytes(folder))
         return DiskProblem.of(exc, folder)
     return None
 

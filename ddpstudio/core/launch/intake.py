@@ -71,6 +71,8 @@ class RankIntake:
                     self._trained(r)
                 elif ev.type == protocol.ERROR and r.error_t is None:
                     r.error_t = ev.t
+                    if ev.get("stated") is True:  # rank/baddata.py: no traceback of ours under it
+                        r.stated = str(ev.get("message") or "")
                 self.emit(ev)
                 if ev.type == protocol.STEP and self.steps is not None:
                     self.steps.reported(ev)

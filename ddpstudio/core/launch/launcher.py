@@ -259,10 +259,11 @@ class Launcher(RankIntake, RunRecords, RunEnding, RunRestarts):
                 fh.close()
             self.emit(protocol.make_event(protocol.RANK_EXITED, rank=self._tag(r), exit_code=code))
             if code != 0 and not self._ended_by_stop(r, code):
-                t, message = min(r.error_t or now, now), crash_message(self.plan, r, code, self.platform)
+                t, message = min(r.error_t or now, now), r.stated or crash_message(self.plan, r, code, self.platform)
+                tail = [] if r.stated else r.stderr.tail()  # a stated error's traceback stays in the rank's log
                 self.failures.append(script_failure(code, message, r.stderr, t, self.platform)
                                      if self.spawned else
-                                     RankFailure(r.rank, code, t, message, r.stderr.tail(), self.platform))
+                                     RankFailure(r.rank, code, t, message, tail, self.platform))
 
     def _ended_by_stop(self, r: RankProc, code: int) -> bool:
         """A rank that exited non-zero while the run was being stopped: did the stop end it?

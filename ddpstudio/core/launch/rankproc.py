@@ -46,6 +46,7 @@ class RankProc:
     speaks: bool = False  # wrote protocol events (the reporter): its silence at the rendezvous means a stall
     exit_code: int | None = None
     error_t: float | None = None
+    stated: str = ""  # an error the rank stated in full (the user's data, a checkpoint): the root cause as it is
     created: float | None = None  # create time: with the pid, identifies the rank in the registry
     # Seen from inside (issue 11): the rank helper watches it, so it joins by rank_joined only, never
     # by a first printed loss (a script that logs on rank 0 only has silent ranks that did join).

@@ -44,6 +44,11 @@ _NATIVE_LOG = re.compile(r"^\[[WEIF]\d{4} |^\[(?:W|E|I) ")
 MAX_MESSAGE_LINES = 12
 
 
+def without_rank_prefix(line: str) -> str:
+    """``line`` as the root cause's traceback tail holds it: without torch's "[rankN]: "."""
+    return _RANK_PREFIX.sub("", line)
+
+
 def _exception_lines(lines: list[str]) -> list[str]:
     """The exception's own lines: from its first line until native log noise, at most a dozen."""
     out: list[str] = []
@@ -62,7 +67,7 @@ class StderrTail:
 
     def add(self, line: str) -> None:
         if line.strip():
-            self.lines.append(_RANK_PREFIX.sub("", line))
+            self.lines.append(without_rank_prefix(line))
 
     def message(self) -> str:
         """The exception of the last traceback, all its lines (a message may span several), else the last line."""

@@ -68,15 +68,26 @@ class Session:
 
     def _read_stderr(self) -> None:
         """Keep the launcher's last stderr lines, and pass them on to ours when we have one."""
+        from ddpstudio.core.launch.nativelog import native_log
+
         assert self.proc is not None and self.proc.stderr is not None
+        native = native_log()
         for line in self.proc.stderr:
+            if native.keep(line):  # torch's C++ log and stack frames: in the log folder (core/launch/nativelog.py)
+                if native.kept == 1:
+                    self._say(f"(torch's own log lines are kept in {native.path})\n")
+                continue
             self.stderr_tail.append(line.rstrip("\n"))
-            try:
-                if sys.stderr is not None:  # None under pythonw
-                    sys.stderr.write(line)
-                    sys.stderr.flush()
-            except (OSError, ValueError):
-                pass
+            self._say(line)
+
+    @staticmethod
+    def _say(line: str) -> None:
+        try:
+            if sys.stderr is not None:  # None under pythonw
+                sys.stderr.write(line)
+                sys.stderr.flush()
+        except (OSError, ValueError):
+            pass
 
     def events(self) -> Iterator[protocol.Event]:
         assert self.proc is not None and self.proc.stdout is not None
