@@ -27,12 +27,13 @@ class EvalResult:
     samples: int
 
 
-def make_loader(dataset: Dataset, rank: int, world_size: int, batch_size: int, workers: int = 0) -> DataLoader:
+def make_loader(dataset: Dataset, rank: int, world_size: int, batch_size: int, workers: int = 0,
+                pin: bool = False) -> DataLoader:
     """This rank's shard; its workers are kept between evaluations (spawned ones take seconds to start:
-    core/dataworkers.py)."""
+    core/dataworkers.py); ``pin``: batches in pinned memory, for a GPU (see the training loader in recipe.py)."""
     sampler = DistributedSampler(dataset, num_replicas=world_size, rank=rank, shuffle=False, drop_last=False)
     return DataLoader(dataset, batch_size=batch_size, sampler=sampler, num_workers=workers,
-                      persistent_workers=workers > 0)
+                      persistent_workers=workers > 0, pin_memory=pin)
 
 
 @torch.no_grad()

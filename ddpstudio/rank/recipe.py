@@ -91,7 +91,8 @@ class Trainer:
         dataset, self.class_names = splits.train, splits.class_names
         classes = len(self.class_names)
         self.workers = workers_in_rank(spec.workers, self.plan.ranks_per_node, spec.data)
-        self.val_loader = make_loader(splits.val, self.rank, self.world_size, spec.batch_size, self.workers)
+        self.val_loader = make_loader(splits.val, self.rank, self.world_size, spec.batch_size, self.workers,
+                                      pin=self.device.type == "cuda")
         self.calibration = calibration_loader(splits.train, self.rank, self.world_size, spec.batch_size)
         if self.rank == 0:
             self.emit.emit(protocol.LOG, stream="recipe", line=f"validation: {splits.source}")
