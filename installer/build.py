@@ -11,7 +11,8 @@ nsis.sourceforge.io or ``choco install nsis``), from a clean checkout:
 5. makensis compiles installer/ddpstudio.nsi into ``dist/DDPStudio-Setup-<version>.exe``.
 
 ``--target x86-unicode`` for NSIS' Windows package, which has no amd64 stubs;
-``--uv-exe`` ships another uv.exe (the Wine test's stand-in).
+``--uv-exe`` ships another uv.exe (the Wine test's stand-in); ``--wheel`` ships a wheel built
+beforehand (the tests build the app's wheel once a session, not once per file).
 """
 
 from __future__ import annotations
@@ -170,6 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--makensis", help="path to makensis (default: PATH, then NSIS' Windows folders)")
     parser.add_argument("--target", choices=TARGETS, default=TARGETS[0], help="NSIS target (Windows' NSIS package: x86-unicode)")
     parser.add_argument("--uv-exe", type=Path, help="ship this uv.exe instead of the one from uv's wheel")
+    parser.add_argument("--wheel", type=Path, help="ship this app wheel instead of building one from the checkout")
     parser.add_argument("--no-compress", action="store_true",
                         help="store the files uncompressed (for tests: seconds instead of a minute, same behaviour)")
     parser.add_argument("--allow-warnings", action="store_true",
@@ -183,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     version = package_version()
     makensis = find_makensis(args.makensis)
     build_dir = args.build_dir.resolve()
-    wheel = build_wheel(build_dir / "dist")
+    wheel = args.wheel.resolve() if args.wheel else build_wheel(build_dir / "dist")
     staged = stage(build_dir, wheel, args.uv_exe)
     out_file = args.out_dir.resolve() / f"DDPStudio-Setup-{version}.exe"
     compile_installer(makensis, staged, wheel, version, out_file, args.target, not args.no_compress,

@@ -104,11 +104,12 @@ def run(cmd: list[str], timeout: float = 600, **kwargs) -> subprocess.CompletedP
 
 
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory) -> Layout:
+def installed(tmp_path_factory, app_wheel) -> Layout:
     """An installation folder after the installer's file copy and Python step."""
     layout = Layout(tmp_path_factory.mktemp("DDPStudio"), PLATFORM)
     shutil.copy2(uvbinary.uv_binary(UV_TAG, BUILD_DIR / "uv-cache"), layout.uv)
-    wheel = build.build_wheel(layout.wheels_dir)
+    layout.wheels_dir.mkdir(parents=True, exist_ok=True)
+    wheel = shutil.copy2(app_wheel, layout.wheels_dir / app_wheel.name)  # the installer ships it there
     # installer/ddpstudio.nsi, PrepareBootstrapPython: a venv with only the app wheel.
     for cmd in (
         [layout.uv, "venv", "--no-config", "--python", base_python(), layout.bootstrap_env],

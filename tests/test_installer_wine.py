@@ -131,14 +131,14 @@ class Wine:
 
 
 @pytest.fixture(scope="module")
-def setup_exe(tmp_path_factory) -> Path:
-    """The real installer, carrying the stand-in uv.exe."""
+def setup_exe(tmp_path_factory, app_wheel) -> Path:
+    """The real installer, carrying the stand-in uv.exe and the session's app wheel."""
     work = tmp_path_factory.mktemp("wine-build")
     stub = work / "uv.exe"
     subprocess.run([MINGW, "-municode", "-O2", "-Wall", "-Werror", "-o", str(stub), str(STUB_SOURCE)], check=True, timeout=120)
     proc = subprocess.run(
         [sys.executable, str(REPO / "installer" / "build.py"), "--out-dir", str(work / "dist"), "--build-dir",
-         str(work / "build"), "--uv-exe", str(stub), "--no-compress"],
+         str(work / "build"), "--uv-exe", str(stub), "--wheel", str(app_wheel), "--no-compress"],
         capture_output=True, text=True, timeout=600,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
