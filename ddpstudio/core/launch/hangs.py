@@ -62,7 +62,7 @@ class RunHangs:
             for line in tail.read_lines():
                 for ev in self._beat_parser.feed(line):
                     if ev.type == protocol.HEARTBEAT:
-                        self._hangs.feed(ev, now)
+                        self._hangs.feed(ev)
         stuck = self._hangs.stuck(now, live)
         if stuck is not None:
             self._on_stuck(stuck)

@@ -30,6 +30,7 @@ PHASE_WORDS = {"data": "in the data loader", "forward": "in the forward pass", "
                "checkpoint": "saving a checkpoint", "eval": "in the evaluation", "script": "in the script's own code"}
 # Where a rank waits for its peers: DDP's gradient exchange runs inside backward, collectives are exchanges.
 WAITING = frozenset({"backward", "exchange"})
+MOVED_S = 0.05  # a later phase start than this is a move (not the rounding of two beats of the same phase)
 
 
 def beat_file(events_dir: str | os.PathLike, rank: int) -> Path:
@@ -59,7 +60,7 @@ class Beat:
 
     step: int
     phase: str
-    moved_t: float  # when the rank entered this phase: arrival minus the seconds it had been in it
+    moved_t: float  # when the rank entered this phase: the beat's time minus the seconds it had been in it
 
 
 @dataclass(frozen=True)
@@ -94,14 +95,14 @@ class HangWatch:
         self.beats: dict[int, Beat] = {}
         self.named: set[int] = set()  # ranks already reported stuck, until they move again
 
-    def feed(self, event: protocol.Event, now: float) -> None:
-        """One heartbeat line, read at ``now``."""
+    def feed(self, event: protocol.Event) -> None:
+        """One heartbeat line. Its time is the rank's clock, this machine's (the watch is for one machine's ranks)."""
         still = event.get("still_s")
         if event.rank is None or not isinstance(still, (int, float)):
             return
-        beat = Beat(int(event.get("step") or 0), str(event.get("phase") or ""), now - float(still))
+        beat = Beat(int(event.get("step") or 0), str(event.get("phase") or ""), event.t - float(still))
         before = self.beats.get(event.rank)
-        if before is not None and beat.moved_t > before.moved_t + 1e-3:
+        if before is not None and beat.moved_t > before.moved_t + MOVED_S:
             self.named.discard(event.rank)  # it moved: a new stall is news again
         self.beats[event.rank] = beat
 
