@@ -18,11 +18,11 @@ import pytest
 
 from ddpstudio.core import protocol
 from ddpstudio.core.launch.hangs import RunHangs
-from ddpstudio.core.launch.hangwatch import HangWatch, beat_file, dump_request
+from ddpstudio.core.launch.hangwatch import PHASE_WORDS, HangWatch, beat_file, dump_request
 from ddpstudio.core.launch.rundir import RunDir
 from ddpstudio.core.platform import WINDOWS
 from tests.conftest import killed_after, processes_of
-from tests.studio import SCRIPTS, ddpstudio, events, final, kill_left, of_type, sigint_at
+from tests.studio import ENDLESS, SCRIPTS, TINY, ddpstudio, events, final, kill_left, of_type, sigint_at
 
 pytestmark = pytest.mark.slow
 HANG = ["--hang-timeout", "5", "--rendezvous-timeout", "60"]
@@ -120,3 +120,32 @@ def test_on_windows_the_stack_comes_through_the_dump_request_file(studio_home, t
     assert not dump_request(run.events_dir, 1).exists()
     assert "the launcher asked for this rank's stack" in log
     assert 'line 1 in <module>' in log and "Current thread" in log, log
+
+
+@pytest.mark.posix_only("SIGSTOP")
+def test_a_frozen_recipe_rank_whose_beats_stop_is_named_from_its_last_beat(studio_home):
+    """The built-in recipe beats too. Rank 1 frozen whole (SIGSTOP: no Python runs in it, its heartbeat thread
+    neither, as in a driver hang) is named from its last beat, and --on-hang stop ends the run failed."""
+    proc = subprocess.Popen([sys.executable, "-m", "ddpstudio", "run", "--json", *TINY, *ENDLESS, "--workers", "0",
+                             "--hang-timeout", "5", "--on-hang", "stop"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+    parser, seen, frozen = protocol.EventParser(), [], None
+    try:
+        with killed_after(proc, what="the run"):
+            for line in proc.stdout:
+                seen += parser.feed(line)
+                steps = of_type(seen, protocol.GLOBAL_STEP)
+                if frozen is None and steps and steps[-1].get("step") >= 30:
+                    [frozen] = [e.get("pid") for e in of_type(seen, protocol.RANK_STARTED) if e.rank == 1]
+                    os.kill(frozen, signal.SIGSTOP)
+            proc.wait(60)
+    finally:
+        kill_left((proc,))
+    done = final(seen)
+    assert proc.returncode == protocol.EXIT_CODES[protocol.FAILED] and done.get("state") == protocol.FAILED, done.data
+    [stuck] = of_type(seen, protocol.RANK_STUCK)
+    assert stuck.rank == 1 and stuck.get("waiting") == [0], stuck.data
+    # Its last beat (up to one beat, 0.5 s here, older than the freeze) says where it was.
+    assert stuck.get("phase") in PHASE_WORDS and stuck.get("step") >= 1, stuck.data
+    assert done.get("summary") == f"rank 1 stuck {PHASE_WORDS[stuck.get('phase')]} at step {stuck.get('step')}"
+    assert not processes_of(studio_home)

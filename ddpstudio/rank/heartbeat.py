@@ -27,6 +27,8 @@ import time
 from ddpstudio.core.launch.hangwatch import beat_file, dump_request
 from ddpstudio.core.protocol import EVENTS_DIR_ENV, HEARTBEAT, HEARTBEAT_ENV, make_event
 
+FIRST_BEAT_S = 0.1  # until the first mark: the launcher judges only once every rank has beaten (hangwatch.py)
+
 
 class Heartbeat:
     """The latest step and phase of this rank; :meth:`start` begins beating them to the launcher."""
@@ -52,15 +54,15 @@ class Heartbeat:
     def _beat(self, rank: int, events_dir: str, interval: float) -> None:
         request = dump_request(events_dir, rank)
         with open(beat_file(events_dir, rank), "a", encoding="utf-8", buffering=1) as out:
-            while True:
-                time.sleep(interval)
-                since = self.since
-                if since is not None:  # the rank trains: say where it is, and for how long it has been there
-                    out.write(make_event(HEARTBEAT, rank=rank, step=self.step, phase=self.phase,
-                                         still_s=round(time.monotonic() - since, 3)).to_line() + "\n")
+            while self.since is None:  # setting up: the first beat comes right after the first mark
+                time.sleep(min(interval, FIRST_BEAT_S))
+            while True:  # the rank trains: where it is, and for how long it has been there
+                out.write(make_event(HEARTBEAT, rank=rank, step=self.step, phase=self.phase,
+                                     still_s=round(time.monotonic() - self.since, 3)).to_line() + "\n")
                 if request.exists():
                     dump_stack()
                     request.unlink(missing_ok=True)
+                time.sleep(interval)
 
 
 class Marked:

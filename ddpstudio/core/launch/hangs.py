@@ -14,8 +14,9 @@ The stack: on POSIX ``SIGUSR1``, which the rank registered with
 GIL); on Windows there is no SIGUSR1 and no ``faulthandler.register``
 (CPython docs: "Not available on Windows."), so the launcher creates the
 rank's dump-request file and the rank's heartbeat thread calls
-``faulthandler.dump_traceback`` ("Dump the tracebacks of all threads into
-file"), which works there.
+``faulthandler.dump_traceback`` (Doc/library/faulthandler.rst: "Dump the
+traceback of the current thread, or of all threads if *all_threads* is
+``True``, into *file*", with no platform restriction).
 """
 
 from __future__ import annotations
