@@ -108,7 +108,8 @@ def test_on_windows_the_stack_comes_through_the_dump_request_file(studio_home, t
 
         launcher = Windows()
         launcher.run = run
-        launcher._ask_for_stack(type("R", (), {"rank": 1, "proc": proc})())
+        assert watch.beats[1].by_signal  # this Linux rank registered SIGUSR1; a Windows launcher still uses the file
+        launcher._ask_for_stack(type("R", (), {"rank": 1, "proc": proc})(), by_signal=True)
         assert dump_request(run.events_dir, 1).exists()
         deadline = time.monotonic() + 30
         while dump_request(run.events_dir, 1).exists() and time.monotonic() < deadline:

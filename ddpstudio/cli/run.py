@@ -8,6 +8,7 @@ import sys
 
 from ddpstudio.cli.progress import SHOW_OUTPUT
 from ddpstudio.core import protocol
+from ddpstudio.core.launch.hangwatch import ON_HANG
 from ddpstudio.core.plan import DEFAULT_DIST_ARGS, DEFAULT_SPAWN_ARGS, LR_SCHEDULES, RecipeSpec, ScriptSpec
 
 EXIT_BAD_INPUT = 2
@@ -102,7 +103,7 @@ def add_parser(sub) -> None:
                       help="a rank that makes no progress for this long while the others wait is named: which "
                            "rank, which step, doing what, its Python stack in its log (default 45; 0: not "
                            "watched). Raise it for steps, evaluations or checkpoints that take longer")
-    dist.add_argument("--on-hang", choices=("warn", "stop"), default="warn",
+    dist.add_argument("--on-hang", choices=ON_HANG, default="warn",
                       help="warn: say so and keep waiting (default); stop: end the run as failed")
     # No argparse choices: an unknown value gets the one-line "ddpstudio: error:" from the policy.
     dist.add_argument("--grad-exchange", default="auto", metavar="auto|native|staged",

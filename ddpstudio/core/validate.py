@@ -352,7 +352,9 @@ def check_hangs(request) -> list[Problem]:
     if not math.isfinite(timeout) or timeout < 0:
         return [Problem("hang_timeout", f"the hang timeout must be 0 (not watched) or a number of seconds (got "
                                         f"{timeout})")]
-    if action not in ("warn", "stop"):
+    from ddpstudio.core.launch.hangwatch import ON_HANG
+
+    if action not in ON_HANG:
         return [Problem("on_hang", f"unknown --on-hang {action!r}: choose warn or stop")]
     return []
 

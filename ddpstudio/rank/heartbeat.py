@@ -37,6 +37,7 @@ class Heartbeat:
         self.step = 0
         self.phase = ""
         self.since: float | None = None  # time.monotonic() of the last mark; None before the first
+        self.by_signal = False  # SIGUSR1 dumps this rank's stack (registered with faulthandler)
 
     def mark(self, phase: str, step: int | None = None) -> None:
         """The rank enters ``phase`` (of ``step``): per-step code, so no I/O and no lock."""
@@ -57,7 +58,7 @@ class Heartbeat:
             while self.since is None:  # setting up: the first beat comes right after the first mark
                 time.sleep(min(interval, FIRST_BEAT_S))
             while True:  # the rank trains: where it is, and for how long it has been there
-                out.write(make_event(HEARTBEAT, rank=rank, step=self.step, phase=self.phase,
+                out.write(make_event(HEARTBEAT, rank=rank, step=self.step, phase=self.phase, by_signal=self.by_signal,
                                      still_s=round(time.monotonic() - self.since, 3)).to_line() + "\n")
                 if request.exists():
                     dump_stack()
@@ -106,19 +107,21 @@ def heartbeat() -> Heartbeat | None:
     if not interval or not events_dir:
         return None
     _beat = Heartbeat()
+    _beat.by_signal = _dump_on_signal()
     _beat.start(int(os.environ.get("RANK", "0")), events_dir, float(interval))
-    _dump_on_signal()
     return _beat
 
 
-def _dump_on_signal() -> None:
-    """POSIX: SIGUSR1 dumps the stack from C, GIL or not (faulthandler.register; not on Windows)."""
+def _dump_on_signal() -> bool:
+    """POSIX: SIGUSR1 dumps the stack from C, GIL or not (faulthandler.register; not on Windows). Whether it
+    does: the beats say so, and the launcher sends SIGUSR1 only then (its default action ends a process)."""
     import signal
 
     stream = sys.stderr if sys.stderr is not None else sys.__stderr__
     if not hasattr(faulthandler, "register") or not hasattr(signal, "SIGUSR1") or stream is None:
-        return
+        return False
     try:
         faulthandler.register(signal.SIGUSR1, file=stream, all_threads=True)
+        return True
     except (ValueError, OSError, RuntimeError):  # a stderr without a file descriptor: the file request still works
-        pass
+        return False

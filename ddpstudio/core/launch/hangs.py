@@ -29,9 +29,6 @@ from ddpstudio.core.launch.rankproc import RankProc
 from ddpstudio.core.launch.rootcause import RankFailure
 from ddpstudio.core.launch.tail import LineTail
 
-ON_HANG = ("warn", "stop")
-
-
 class HangFailure(RankFailure):
     """A stuck rank as the run's root cause: its summary is the finding itself."""
 
@@ -72,7 +69,7 @@ class RunHangs:
         action = self.plan.on_hang
         log = str(self.run.stderr(stuck.rank))
         self.emit(stuck.event(log, action))
-        self._ask_for_stack(next(r for r in self.ranks if r.rank == stuck.rank))
+        self._ask_for_stack(next(r for r in self.ranks if r.rank == stuck.rank), stuck.by_signal)
         if action != "stop":
             return
         self.hang = HangFailure(stuck.rank, None, time.time(), stuck.words(), [stuck.message(log)])
@@ -80,11 +77,12 @@ class RunHangs:
         self._stack_grace()
         self._begin_stop()
 
-    def _ask_for_stack(self, r: RankProc) -> None:
-        """The stuck rank's Python stack into its log: SIGUSR1 on POSIX, the dump-request file on Windows."""
+    def _ask_for_stack(self, r: RankProc, by_signal: bool) -> None:
+        """The stuck rank's Python stack into its log: SIGUSR1 on POSIX where the rank registered it, else the
+        dump-request file (Windows)."""
         import signal
 
-        if not self.platform.is_windows and hasattr(signal, "SIGUSR1"):
+        if by_signal and not self.platform.is_windows and hasattr(signal, "SIGUSR1"):
             try:
                 r.proc.send_signal(signal.SIGUSR1)  # type: ignore[attr-defined]
                 return

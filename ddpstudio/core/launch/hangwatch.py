@@ -30,6 +30,7 @@ PHASE_WORDS = {"data": "in the data loader", "forward": "in the forward pass", "
                "checkpoint": "saving a checkpoint", "eval": "in the evaluation", "script": "in the script's own code"}
 # Where a rank waits for its peers: DDP's gradient exchange runs inside backward, collectives are exchanges.
 WAITING = frozenset({"backward", "exchange"})
+ON_HANG = ("warn", "stop")  # --on-hang: say it (and offer Stop), or end the run failed
 MOVED_S = 0.05  # a later phase start than this is a move (not the rounding of two beats of the same phase)
 
 
@@ -61,6 +62,7 @@ class Beat:
     step: int
     phase: str
     moved_t: float  # when the rank entered this phase: the beat's time minus the seconds it had been in it
+    by_signal: bool = False  # SIGUSR1 dumps its stack (POSIX, faulthandler.register)
 
 
 @dataclass(frozen=True)
@@ -72,6 +74,7 @@ class Stuck:
     phase: str
     still_s: float
     waiting: tuple[int, ...]
+    by_signal: bool = False  # ask for its stack with SIGUSR1, not the dump-request file
 
     def words(self) -> str:
         """'rank 1 stuck in the data loader at step 812': the run's summary with --on-hang stop."""
@@ -100,7 +103,8 @@ class HangWatch:
         still = event.get("still_s")
         if event.rank is None or not isinstance(still, (int, float)):
             return
-        beat = Beat(int(event.get("step") or 0), str(event.get("phase") or ""), event.t - float(still))
+        beat = Beat(int(event.get("step") or 0), str(event.get("phase") or ""), event.t - float(still),
+                    event.get("by_signal") is True)
         before = self.beats.get(event.rank)
         if before is not None and beat.moved_t > before.moved_t + MOVED_S:
             self.named.discard(event.rank)  # it moved: a new stall is news again
@@ -124,7 +128,8 @@ class HangWatch:
         if any(now - b.moved_t < 2 * self.interval for r, b in beats.items() if r != first):
             return None
         self.named.add(first)
-        return Stuck(first, beat.step, beat.phase, now - beat.moved_t, tuple(sorted(set(live) - {first})))
+        return Stuck(first, beat.step, beat.phase, now - beat.moved_t, tuple(sorted(set(live) - {first})),
+                     beat.by_signal)
 
 
 def stuck_words(event: protocol.Event, stop: str) -> str:
