@@ -179,6 +179,11 @@ class ProgressView:
         self._print(restart_words(ev))
         self.first_step_t = None  # the ETA is measured again from the resumed steps
 
+    def _handle_rank_stuck(self, ev: protocol.Event) -> None:
+        from ddpstudio.core.launch.hangwatch import stuck_words
+
+        self._print(stuck_words(ev, "press Ctrl+C"))
+
     def _handle_run_finished(self, ev: protocol.Event) -> None:
         state = ev.get("state")
         duration = ev.get("duration_s") or 0.0

@@ -8,6 +8,7 @@ import sys
 
 from ddpstudio.cli.progress import SHOW_OUTPUT
 from ddpstudio.core import protocol
+from ddpstudio.core.launch.hangwatch import ON_HANG
 from ddpstudio.core.plan import DEFAULT_DIST_ARGS, DEFAULT_SPAWN_ARGS, LR_SCHEDULES, RecipeSpec, ScriptSpec
 
 EXIT_BAD_INPUT = 2
@@ -98,6 +99,12 @@ def add_parser(sub) -> None:
                       help="when a rank dies, stop the others and start the group again, at most N times (default "
                            "0: the run fails). The recipe resumes from its last checkpoint (from step 0 before the "
                            "first); a script starts again, as under torchrun, and resumes itself if it can")
+    dist.add_argument("--hang-timeout", type=float, default=45.0, metavar="SECONDS",
+                      help="a rank that makes no progress for this long while the others wait is named: which "
+                           "rank, which step, doing what, its Python stack in its log (default 45; 0: not "
+                           "watched). Raise it for steps, evaluations or checkpoints that take longer")
+    dist.add_argument("--on-hang", choices=ON_HANG, default="warn",
+                      help="warn: say so and keep waiting (default); stop: end the run as failed")
     # No argparse choices: an unknown value gets the one-line "ddpstudio: error:" from the policy.
     dist.add_argument("--grad-exchange", default="auto", metavar="auto|native|staged",
                       help="how gradients travel: native (on their device), staged (through CPU memory, for "
@@ -125,7 +132,8 @@ def build_request(args: argparse.Namespace):
                       store_path=args.store_path, port=args.port, batch_mode=args.batch_mode or "per-rank",
                       rendezvous_timeout=args.rendezvous_timeout, grad_exchange=args.grad_exchange,
                       grad_compression=args.grad_compression, rank_helper=not args.no_rank_helper,
-                      oversubscribe=args.oversubscribe, gpus=gpu_list(args.gpus), max_restarts=args.max_restarts)
+                      oversubscribe=args.oversubscribe, gpus=gpu_list(args.gpus), max_restarts=args.max_restarts,
+                      hang_timeout=args.hang_timeout, on_hang=args.on_hang)
     if args.script is not None:  # "" too: refused as empty, never the recipe instead
         style = args.script_style or chosen_style(args.script, list(args.script_args))
         template = args.dist_args if args.dist_args is not None else (

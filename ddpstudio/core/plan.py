@@ -110,6 +110,9 @@ class Plan:
     node_rank: int = 0  # this machine's place: its ranks are node_rank x ranks_per_node + local rank
     gpus: list[str] | None = None  # the GPUs chosen to train on (UUIDs: core/gpu/selection.py); None: all
     max_restarts: int = 0  # a rank that dies restarts the group this often at most (core/launch/restart.py)
+    # A rank still this many seconds while the others wait is stuck (core/launch/hangs.py); 0: not watched.
+    hang_timeout: float = 45.0  # plus a beat (4.5 s) and a look: named within 60 s (issue 25 §3)
+    on_hang: str = "warn"  # warn (say it, dump its stack, offer Stop) | stop (end the run failed)
     # The choices left to DDP Studio (of AUTO_CHOICES): "run again" keeps them automatic, so a run from a
     # CPU machine still adapts to a GPU machine. Plans written before this field list none.
     auto: list[str] = field(default_factory=list)

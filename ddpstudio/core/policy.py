@@ -66,6 +66,8 @@ class Request:
     oversubscribe: bool = False  # more CPU ranks than the machine's cores and memory hold (core.capacity)
     gpus: tuple[str, ...] | None = None  # the GPUs to train on, by torch's number or UUID (core/gpu/selection)
     max_restarts: int = 0  # a rank that dies restarts the group, at most this often (core/launch/restart.py)
+    hang_timeout: float = Plan.hang_timeout  # a rank still this long while the others wait is stuck (core/launch/hangs.py)
+    on_hang: str = "warn"  # warn | stop
 
 
 def choose_backend(platform: Platform, machine: Machine, requested: str = "auto") -> Decision:
@@ -307,6 +309,8 @@ def build_plan(request: Request, platform: Platform, machine: Machine,
                                     request.recipe.batch_size if request.batch_mode == "split" else None))
     if request.max_restarts:
         reasons.append(restart_reason(request.max_restarts, recipe))
+    if request.on_hang == "stop" and request.hang_timeout > 0:
+        reasons.append(f"a rank stuck for {request.hang_timeout:g} s while the others wait ends the run (--on-hang stop)")
     return Plan(
         run_id=run_id, run_dir=str(run_dir), world_size=int(world.value), backend=str(backend.value),
         device=device, store=str(store.value), init_method=init_method, store_path=store_path,
@@ -316,6 +320,7 @@ def build_plan(request: Request, platform: Platform, machine: Machine,
         grad_exchange=str(exchange.value), grad_compression=str(compression.value),
         rank_helper=request.rank_helper, gpus=gpus.ids if gpus else None,
         max_restarts=request.max_restarts, auto=auto_choices(request),
+        hang_timeout=request.hang_timeout, on_hang=request.on_hang,
     )
 
 

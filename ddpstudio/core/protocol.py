@@ -30,6 +30,8 @@ LIFELINE_FD_ENV = "DDPSTUDIO_LIFELINE_FD"
 # (rank/ncclswap.py). The launcher sets it to NO_NCCL_WINDOWS from its Platform; tests set it on Linux.
 NO_NCCL_ENV = "DDPSTUDIO_NO_NCCL"
 NO_NCCL_WINDOWS = "windows"
+# Seconds between a rank's heartbeats (rank/heartbeat.py); set only when the launcher watches for hangs.
+HEARTBEAT_ENV = "DDPSTUDIO_HEARTBEAT_S"
 
 RUN_STARTED = "run_started"
 RANK_STARTED = "rank_started"
@@ -51,6 +53,8 @@ EVAL = "eval"
 MODEL_SAVED = "model_saved"
 JOIN_CODE = "join_code"  # a multi-machine host's code for the other machines (cli/host.py; holds the token)
 RUN_RESTARTED = "run_restarted"  # a rank died and the launcher started the group again (core/launch/restart.py)
+HEARTBEAT = "heartbeat"  # a rank's step and phase, in its beat file only: the launcher reads it (rank/heartbeat.py)
+RANK_STUCK = "rank_stuck"  # a rank made no progress while the others waited (core/launch/hangs.py)
 
 KNOWN_TYPES = frozenset(
     {
@@ -74,6 +78,8 @@ KNOWN_TYPES = frozenset(
         MODEL_SAVED,
         JOIN_CODE,
         RUN_RESTARTED,
+        HEARTBEAT,
+        RANK_STUCK,
     }
 )
 

@@ -337,6 +337,7 @@ def check_request(request, platform=None) -> list[Problem]:
     problems += check_rendezvous(request)
     problems += check_spawn_world(request)
     problems += check_restarts(request)
+    problems += check_hangs(request)
     problems += check_run_space()
     return problems
 
@@ -350,6 +351,19 @@ def check_restarts(request) -> list[Problem]:
     if restarts and request.script is not None and request.script.style == "spawn":
         return [Problem("max_restarts", "a script in spawn style starts its own ranks, so DDP Studio cannot restart "
                                         "them one by one; leave out the restarts, or use the args or env style")]
+    return []
+
+
+def check_hangs(request) -> list[Problem]:
+    """A hang timeout that can elapse (0: not watched), and an action the launcher knows."""
+    timeout, action = getattr(request, "hang_timeout", 45.0), getattr(request, "on_hang", "warn")
+    if not math.isfinite(timeout) or timeout < 0:
+        return [Problem("hang_timeout", f"the hang timeout must be 0 (not watched) or a number of seconds (got "
+                                        f"{timeout})")]
+    from ddpstudio.core.launch.hangwatch import ON_HANG
+
+    if action not in ON_HANG:
+        return [Problem("on_hang", f"unknown --on-hang {action!r}: choose warn or stop")]
     return []
 
 

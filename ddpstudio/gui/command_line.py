@@ -69,6 +69,7 @@ def run_arguments(s: SetupState, platform: Platform | None = None) -> list[str]:
     flag("--gpus", ",".join(s.gpus))  # UUIDs: the same cards wherever CUDA's order puts them
     if s.keep_training:
         flag("--max-restarts", s.max_restarts, 0)
+    flag("--hang-timeout", s.hang_timeout, SetupState.hang_timeout)
     flag("--backend", s.backend, "auto")
     if s.store == "fixed":
         args += ["--store", "file"]

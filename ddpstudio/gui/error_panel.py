@@ -1,7 +1,8 @@
 """The error panel: a failed run's root cause, the hint that applies, and what to click next.
 
 Also carries advice while a run trains (low GPU load, ranks waiting for
-data), in a milder style. Hidden while there is nothing to say.
+data), in a milder style, and a stuck rank with a Stop button (issue 25 §3).
+Hidden while there is nothing to say.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from ddpstudio.gui.hints import CLEANUP, Hint
 
 class ErrorPanel(QFrame):
     cleanup_requested = Signal()
+    stop_requested = Signal()
     open_folder_requested = Signal(str)
 
     def __init__(self, parent: QWidget | None = None) -> None:
@@ -47,6 +49,9 @@ class ErrorPanel(QFrame):
         self.details_button.toggled.connect(self.details.setVisible)
         self.cleanup_button = QPushButton("Clean up…")
         self.cleanup_button.clicked.connect(self.cleanup_requested)
+        self.stop_button = QPushButton("Stop the run")
+        self.stop_button.setAccessibleName("Stop the run with the stuck rank")
+        self.stop_button.clicked.connect(self.stop_requested)
         self.folder_button = QPushButton("Open run folder")
         self.folder_button.clicked.connect(lambda: self.open_folder_requested.emit(self._run_dir))
         close = QToolButton()
@@ -64,6 +69,7 @@ class ErrorPanel(QFrame):
         buttons.addWidget(self.details_button)
         buttons.addStretch(1)
         buttons.addWidget(self.cleanup_button)
+        buttons.addWidget(self.stop_button)
         buttons.addWidget(self.folder_button)
         layout = QVBoxLayout(self)
         layout.addLayout(head)
@@ -86,8 +92,15 @@ class ErrorPanel(QFrame):
         self.details_button.setChecked(bool(traceback))
         self.details.setVisible(bool(traceback))
 
+    def show_stuck(self, summary: str, run_dir: str) -> None:
+        """A rank holds up the others while the run goes on: what the launcher found, and Stop."""
+        self._fill("stuck", QStyle.StandardPixmap.SP_MessageBoxWarning, "A rank is stuck", summary, [], run_dir)
+        self.details_button.hide()
+        self.details.hide()
+        self.stop_button.show()
+
     def show_advice(self, hint: Hint) -> None:
-        if self.kind == "failure" and self.isVisible():
+        if self.kind in ("failure", "stuck") and self.isVisible():
             return
         self._fill("advice", QStyle.StandardPixmap.SP_MessageBoxInformation, hint.title, hint.text, [], "")
         self.details_button.hide()
@@ -107,6 +120,7 @@ class ErrorPanel(QFrame):
         self.hints.setText("".join(f"<p><b>{escape(h.title)}.</b> {escape(h.text)}</p>" for h in hints))
         self.hints.setVisible(bool(hints))
         self.cleanup_button.setVisible(any(h.action == CLEANUP for h in hints))
+        self.stop_button.hide()
         self.folder_button.setVisible(bool(run_dir))
         self.show()
 

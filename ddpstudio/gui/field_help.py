@@ -82,4 +82,8 @@ FIELD_HELP: dict[str, str] = {
                      "built-in recipe resumes from its last checkpoint; your script starts again from its "
                      "beginning and must resume itself. Each restart is shown in the log. Default: off.",
     "max_restarts": "How many restarts at most; one more crash ends the run as failed. Default: 3.",
+    "hang_timeout": "A rank that makes no progress for this long while the others wait for it is named in the "
+                    "log and above the plots (which rank, which step, doing what), its Python stack goes to its "
+                    "log, and you are offered Stop. Raise it for steps, evaluations or checkpoints that take "
+                    "longer. Default: 45 s.",
 }

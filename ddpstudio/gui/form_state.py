@@ -52,6 +52,7 @@ class SetupState:
     resume: bool = False
     keep_training: bool = False  # "Keep training if a rank crashes": restart the group, at most max_restarts times
     max_restarts: int = 3
+    hang_timeout: int = 45  # seconds a rank may be still while the others wait (core/launch/hangs.py); 0: off
     grad_exchange: str = "auto"  # auto | native | staged
     grad_compression: str = "none"  # none | fp16
     rank_helper: bool = True  # scripts: DDP Studio's start-up helper on the ranks' path
@@ -107,7 +108,8 @@ class SetupState:
                           batch_mode=self.batch_mode, grad_exchange=self.grad_exchange,
                           grad_compression=self.grad_compression, rank_helper=self.rank_helper,
                           gpus=tuple(self.gpus) or None,
-                          max_restarts=self.max_restarts if self.keep_training else 0)
+                          max_restarts=self.max_restarts if self.keep_training else 0,
+                          hang_timeout=float(self.hang_timeout))
         if self.is_script:
             try:
                 args = cmdline.split(self.script_args, platform)
@@ -141,7 +143,8 @@ def from_plan(plan: Plan, platform: Platform | None = None) -> SetupState:
     state = SetupState(world_size=plan.world_size, backend=plan.backend, grad_exchange=plan.grad_exchange,
                        grad_compression=plan.grad_compression, rank_helper=plan.rank_helper,
                        gpus=list(plan.gpus or []),
-                       keep_training=plan.max_restarts > 0, max_restarts=plan.max_restarts or SetupState.max_restarts)
+                       keep_training=plan.max_restarts > 0, max_restarts=plan.max_restarts or SetupState.max_restarts,
+                       hang_timeout=round(plan.hang_timeout))
     if plan.store == "tcp":
         state.store = "tcp"
     elif plan.store_is_fixed and plan.store_path:

@@ -131,11 +131,13 @@ class MainWindow(QMainWindow):
         c.run_started.connect(self._feed)
         c.metrics_received.connect(self._feed)
         c.problem_reported.connect(self._on_problem)
+        c.rank_stuck.connect(self._on_stuck)
         c.ranks_changed.connect(self._on_ranks)
         c.log_received.connect(self.log_view.append)
         c.log_received.connect(self._kick_render)
         c.run_finished.connect(self._on_run_finished)
         self.error_panel.cleanup_requested.connect(self.open_cleanup)
+        self.error_panel.stop_requested.connect(self.stop)
         self.error_panel.open_folder_requested.connect(self._open_folder)
         self.runs_panel.run_selected.connect(self.past_runs.show)
         self.runs_panel.run_again_requested.connect(self.past_runs.run_again)
@@ -233,6 +235,13 @@ class MainWindow(QMainWindow):
             self.statusBar().showMessage(f"Warning: {event.get('message')}", 15000)
 
     @Slot(object)
+    def _on_stuck(self, event) -> None:
+        """A stuck rank: said above the plots with Stop (unless the launcher ends the run itself)."""
+        self.statusBar().showMessage(f"Stuck: {event.get('message')}", 15000)
+        if event.get("action") != "stop":
+            self.error_panel.show_stuck(str(event.get("message")), self.controller.run_dir)
+
+    @Slot(object)
     def _on_ranks(self, pids: dict) -> None:
         self.monitor.watch(tuple(pids.values()))
         if pids:
@@ -242,6 +251,8 @@ class MainWindow(QMainWindow):
     def _on_run_finished(self, event) -> None:
         self._feed(event)
         state = event.get("state")
+        if self.error_panel.kind == "stuck":  # the run is over: nothing is stuck, nothing to stop
+            self.error_panel.clear()
         self.run_view.show_outcome(dict(event.data), self.metrics)
         self.statusBar().showMessage(finished_text(state, event.get("duration_s")), 15000)
         self.runs_panel.refresh()

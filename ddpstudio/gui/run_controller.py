@@ -43,6 +43,7 @@ class RunController(QObject):
     metrics_received = Signal(object)  # step, global_step, epoch_end, checkpoint_saved Events
     log_received = Signal(object, str, str)  # rank (None: launcher), stream, line
     problem_reported = Signal(object)  # warning and error Events
+    rank_stuck = Signal(object)  # a rank_stuck Event: a rank holds up the others (core/launch/hangs.py)
     run_finished = Signal(object)  # the run_finished Event (made up here if the launcher died silently)
     join_code_received = Signal(object)  # a multi-machine host's join_code Event (its code holds the token)
     node_joined = Signal()  # a multi-machine host: one more machine has joined
@@ -214,6 +215,12 @@ class RunController(QObject):
 
         self.log_received.emit(None, "warning", restart_words(ev))
         self.metrics_received.emit(ev)  # the plots drop the steps the restart trains again
+
+    def _handle_rank_stuck(self, ev: protocol.Event) -> None:
+        from ddpstudio.core.launch.hangwatch import stuck_words
+
+        self.log_received.emit(ev.rank, "warning", stuck_words(ev, "Stop"))
+        self.rank_stuck.emit(ev)
 
     def _handle_rank_exited(self, ev: protocol.Event) -> None:
         stopping = self.state is RunState.STOPPING

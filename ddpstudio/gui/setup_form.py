@@ -106,6 +106,7 @@ class SetupForm(QWidget):
         e["resume"] = QCheckBox("Resume from the checkpoint in that folder")
         e["keep_training"] = QCheckBox("Keep training if a rank crashes")
         e["max_restarts"] = _spin(1, 1000, suffix=" restarts at most")
+        e["hang_timeout"] = _spin(0, 86400, special="not watched", suffix=" s")
         self.effective = QLabel()
         self.effective.setWordWrap(True)
         self.effective.setAccessibleName("Effective batch")
@@ -120,7 +121,7 @@ class SetupForm(QWidget):
             ("world_size", "Ranks:"), ("backend", "&Backend:"), ("store", "St&ore:"),
             ("store_path", "Store path:"), ("port", "Port:"), ("grad_exchange", "Gradient exchange:"),
             ("grad_compression", "Gradient compression:"), ("rank_helper", ""), ("one_gpu_per_rank", ""),
-            ("keep_training", ""), ("max_restarts", "Restarts:")])
+            ("keep_training", ""), ("max_restarts", "Restarts:"), ("hang_timeout", "Stuck rank after:")])
         self.training = self._group("Training", [
             ("batch_size", "Batch si&ze:"), ("batch_mode", "Batch mode:"), ("accumulate", "Accumulate:"),
             ("scale_lr", ""),
@@ -218,6 +219,7 @@ class SetupForm(QWidget):
             batch_size=e["batch_size"].value(), batch_mode=e["batch_mode"].currentData(),
             accumulate=e["accumulate"].value(), checkpoint_every=e["checkpoint_every"].value(),
             keep_training=e["keep_training"].isChecked(), max_restarts=e["max_restarts"].value(),
+            hang_timeout=e["hang_timeout"].value(),
             scale_lr=e["scale_lr"].isChecked(), lr=e["lr"].value(), epochs=e["epochs"].value(),
             max_steps=e["max_steps"].value(), workers=e["workers"].value(),
             checkpoint_dir=e["checkpoint_dir"].text(), resume=e["resume"].isChecked(),
@@ -240,7 +242,8 @@ class SetupForm(QWidget):
                 e[name].setText(getattr(state, name))
             e["dist_args"].setText(state.dist_args or DEFAULT_DIST_ARGS)
             for name in ("image_size", "world_size", "port", "batch_size", "epochs", "max_steps", "workers", "lr",
-                         "warmup_steps", "eval_every", "accumulate", "checkpoint_every", "max_restarts"):
+                         "warmup_steps", "eval_every", "accumulate", "checkpoint_every", "max_restarts",
+                         "hang_timeout"):
                 e[name].setValue(getattr(state, name))
             e["scale_lr"].setChecked(state.scale_lr)
             e["resume"].setChecked(state.resume)

@@ -20,10 +20,12 @@ from datetime import timedelta
 
 from ddpstudio.core import protocol
 from ddpstudio.core.checkpoint import CheckpointError
+from ddpstudio.core.launch.hangwatch import BACKWARD, CHECKPOINT, DATA, EVAL, EXCHANGE, FORWARD, OPTIMIZER
 from ddpstudio.core.plan import Plan, RecipeSpec
 from ddpstudio.rank import stopwatch
 from ddpstudio.rank.baddata import DataProblem, stated_message
 from ddpstudio.rank.emit import Emitter, rank_from_env
+from ddpstudio.rank.heartbeat import Heartbeat, Marked, heartbeat
 
 DIVERGED_HINT = ("Likely causes: a learning rate too high (this run uses {lr:g}; try 10x lower), "
                  "or NaN/inf values in the data.")
@@ -157,6 +159,10 @@ class Trainer:
         self.current_lr, self.evaluated_at = self.lr, -1
         if spec.resume:
             self._resume()
+        # The step and phase for the launcher's hang watch (rank/heartbeat.py); unwatched, marks go nowhere.
+        self.beat = heartbeat() or Heartbeat()
+        self.val_loader = Marked(self.val_loader, self.beat, EVAL)
+        self.calibration = Marked(self.calibration, self.beat, EVAL)
 
     # -- checkpoints -----------------------------------------------------
     def _resume(self) -> None:
@@ -187,6 +193,7 @@ class Trainer:
 
         if not self.spec.checkpoint_dir:
             return
+        self.beat.mark(CHECKPOINT)
         self._check_weights_finite()  # every rank holds the same weights, so all agree before the barrier
         dist.barrier()  # every rank has finished the step we are about to record
         if self.rank == 0:
@@ -248,17 +255,21 @@ class Trainer:
                                          self.spec.warmup_steps, self._total_steps())
         schedule.apply(self.optimizer, self.current_lr)
         self.optimizer.zero_grad(set_to_none=True)
-        n, total, waited = self.accumulate, None, 0.0
+        n, total, waited, beat = self.accumulate, None, 0.0, self.beat
         for i in range(n):
+            beat.mark(DATA, self.global_step + 1)
             t_wait = time.perf_counter()
             images, labels = next(it)
             waited += time.perf_counter() - t_wait
             images, labels = self._to_device(images, labels)
+            beat.mark(FORWARD)
             with self.model.no_sync() if i < n - 1 else nullcontext():
                 with self._autocast():
                     loss = self.loss_fn(self.model(images), labels)
+                beat.mark(BACKWARD)  # the last micro-batch's backward also exchanges the gradients
                 self.scaler.scale(loss / n if n > 1 else loss).backward()
             total = loss.detach() if total is None else total + loss.detach()
+        beat.mark(OPTIMIZER)
         self.scaler.step(self.optimizer)
         self.scaler.update()
         return (total / n if n > 1 else total), waited
@@ -268,6 +279,7 @@ class Trainer:
 
     def _report(self) -> list:
         """Read, check and report the pending steps (a collective: every rank calls it at the same steps)."""
+        self.beat.mark(EXCHANGE)
         return self.reporter.flush(
             {"steps_per_epoch": self.steps_per_epoch, "total_steps": self._total_steps()},
             DIVERGED_HINT.format(lr=self.lr))
@@ -287,6 +299,7 @@ class Trainer:
             self.reporter.restart_clock()
             for step_in_epoch in range(self.steps_per_epoch):  # optimizer steps
                 if step_in_epoch < self.skip:  # resuming mid-epoch: same order, skip what was done
+                    self.beat.mark(DATA, self.global_step + 1)
                     for _ in range(self.accumulate):
                         next(it)
                     t_prev = time.perf_counter()
@@ -334,6 +347,7 @@ class Trainer:
 
         if self.evaluated_at == self.global_step:
             return
+        self.beat.mark(EVAL)
         self.evaluated_at, t0 = self.global_step, time.perf_counter()
         # BatchNorm's running statistics lag the weights: recompute them first (rank/bnstats.py).
         bnstats.recompute(self.model.module, self.calibration, self.device, self.plan.grad_exchange,

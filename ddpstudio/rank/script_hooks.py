@@ -15,6 +15,8 @@
   Gloo group is done on a CPU copy, and every ``DistributedDataParallel`` on
   a Gloo group gets the staged communication hook (:mod:`ddpstudio.rank.staged`).
 - Compression ``fp16``: DDP on a Gloo group gets the float16 hook of its mode.
+- once the group exists, a heartbeat with the script's step and phase for the
+  launcher's hang watch (:mod:`ddpstudio.rank.scriptbeat`), when it watches;
 - Exchange ``staged`` with ``find_unused_parameters`` or ``static_graph``: a
   warning before training (the reducer's own all-reduce, :mod:`ddpstudio.rank.usedmap`).
 
@@ -90,6 +92,7 @@ class _State:
             _hook_ddp(self)
             self._say_swap(self.dist.get_rank() == 0)  # spawn style: the rank is known only now
             self._joined()
+            _beat(self.dist)
             return result
 
         return init_process_group
@@ -171,6 +174,17 @@ class _State:
         self.emitter.emit(protocol.RANK_JOINED, pid=os.getpid(), world_size=dist.get_world_size(),
                           backend=str(dist.get_backend()), device=device, grad_exchange=self.running_mode(),
                           grad_compression=self.compression, source="rank helper", **asked)
+
+
+def _beat(dist: ModuleType) -> None:
+    """The script's step and phase for the launcher's hang watch (:mod:`ddpstudio.rank.scriptbeat`)."""
+    try:
+        from ddpstudio.rank import scriptbeat
+
+        scriptbeat.install(dist)
+    except Exception as exc:  # the run goes on; only a hang would go unnamed
+        print(f"ddpstudio rank helper: no heartbeat (a stuck rank will not be named): {type(exc).__name__}: {exc}",
+              file=sys.stderr, flush=True)
 
 
 def _hook_ddp(state: _State) -> None:

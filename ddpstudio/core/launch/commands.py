@@ -11,8 +11,9 @@ from ddpstudio.core import cmdline
 from ddpstudio.core.exchange.choice import COMPRESSION_ENV, EXCHANGE_ENV
 from ddpstudio.core.plan import Plan, ScriptSpec
 from ddpstudio.core.platform import Platform, current
+from ddpstudio.core.launch.hangwatch import beat_interval, watches_hangs
 from ddpstudio.core.launch.rundir import RunDir
-from ddpstudio.core.protocol import EVENTS_DIR_ENV, STOP_FILE_ENV
+from ddpstudio.core.protocol import EVENTS_DIR_ENV, HEARTBEAT_ENV, STOP_FILE_ENV
 
 
 def console_python(executable: str, platform: Platform, exists=os.path.exists) -> str:
@@ -118,6 +119,8 @@ def rank_env(plan: Plan, rank: int, events_dir: str, base: dict[str, str] | None
     env.update(plan.env)
     if plan.script is not None and plan.script.one_gpu_per_rank:
         env["CUDA_VISIBLE_DEVICES"] = visible_gpu(local_rank(plan, rank), env.get("CUDA_VISIBLE_DEVICES"))
+    if watches_hangs(plan):  # the ranks beat their step and phase (rank/heartbeat.py)
+        env[HEARTBEAT_ENV] = f"{beat_interval(plan.hang_timeout):g}"
     if plan.script is not None and plan.script.style == "spawn":
         from ddpstudio.core.launch.spawned import spawn_env
 

@@ -28,7 +28,7 @@ class RunEnding:
     def _finish(self) -> RunState:
         if self.spawned is not None and not self.failures and not self.stop_requested.is_set():
             self.failures += self.spawned.failures(self.platform)  # the script ignored a failed rank
-        causes = self.failures + ([self.stall] if self.stall else [])
+        causes = self.failures + [c for c in (self.stall, self.hang) if c is not None]
         root = self._disk_root(min(causes, key=lambda f: f.t) if causes else None)
         if root is not None:
             self.state = RunState.FAILED

@@ -26,6 +26,7 @@ from ddpstudio.core.launch.commands import rank_command, rank_env
 from ddpstudio.core.launch.diskguard import DiskProblem, GuardedWriter
 from ddpstudio.core.launch.ending import RunEnding
 from ddpstudio.core.launch.endings import refuse
+from ddpstudio.core.launch.hangs import RunHangs
 from ddpstudio.core.launch.history import HistoryWriter
 from ddpstudio.core.launch.intake import RankIntake
 from ddpstudio.core.launch.lastwords import crash_message
@@ -49,10 +50,10 @@ from ddpstudio.core.process.proctree import SWEEP_GRACE_S, make_tree
 __all__ = ["Launcher", "RankProc", "RunState", "listen_for_stop", "main", "refuse", "run"]
 
 
-class Launcher(RankIntake, RunRecords, RunEnding, RunRestarts):
+class Launcher(RankIntake, RunRecords, RunEnding, RunRestarts, RunHangs):
     """One run's launcher. Here: start, the loop, stopping, reaping. Its other parts, over the same state:
     reading what the ranks say (``intake``), its records (``records``), its ending (``ending``), its
-    restarts after a crash (``restart``)."""
+    restarts after a crash (``restart``), its watch for a stuck rank (``hangs``)."""
 
     def __init__(self, plan: Plan, out: TextIO | None = None, platform: Platform | None = None,
                  poll_s: float = 0.1) -> None:
@@ -207,6 +208,7 @@ class Launcher(RankIntake, RunRecords, RunEnding, RunRestarts):
                     self._begin_stop()
                 else:
                     self._watchdog()
+                    self._watch_hangs()
             if self.state is RunState.STOPPING:
                 if not self._killed and time.time() >= (self._stop_deadline or 0):
                     self.tree.kill()
@@ -216,6 +218,7 @@ class Launcher(RankIntake, RunRecords, RunEnding, RunRestarts):
                     continue  # the group runs again (core/launch/restart.py)
                 break
             self.stop_requested.wait(self.poll_s) if self.state is RunState.RUNNING else time.sleep(self.poll_s)
+        self._close_beats()
         with self._one_write():
             self._pump(final=True)
             self._settle_means(final=True)

@@ -20,8 +20,8 @@ Each restart is one ``run_restarted`` event (its number, the limit, the root
 cause of the crash, the step it resumes from). The ranks append to the same
 log and events files, so the launcher keeps reading them where it stopped.
 A crash beyond the limit ends the run failed with that crash as its root
-cause, as without restarts. A stalled rendezvous, a full disk or a stop is
-never restarted.
+cause, as without restarts. A stalled rendezvous, a full disk, a stuck rank
+(core/launch/hangs.py) or a stop is never restarted.
 """
 
 from __future__ import annotations
@@ -51,8 +51,8 @@ class RunRestarts:
         """Every rank is gone after a rank died: may the group start again?"""
         if self.restarts >= self.plan.max_restarts or self.stop_requested.is_set() or self.spawned is not None:
             return False
-        if self.stall is not None or self.disk is not None:
-            return False  # a rendezvous that stalled, or a full disk, would fail the same way again
+        if self.stall is not None or self.disk is not None or self.hang is not None:
+            return False  # a rendezvous that stalled, a full disk or a stuck rank would fail the same way again
         return any(f.rank >= 0 for f in self.failures)  # a rank died, not the launcher's own finding
 
     def _restart(self) -> bool:
@@ -75,6 +75,7 @@ class RunRestarts:
         if self.steps is not None:  # a script counts its steps again from its start
             self.steps = ScriptSteps(self.plan.world_size)
         self.tree.forget_exited()
+        self._forget_beats()
         before = {r.rank: r for r in self.ranks}
         self.ranks = []
         for rank in self.plan.local_ranks():
