@@ -61,6 +61,7 @@ def test_a_stuck_rank_is_named_its_stack_dumped_and_on_hang_stop_ends_the_run_fa
     assert not processes_of(studio_home)
 
 
+@pytest.mark.posix_only("sends SIGINT to the CLI as Ctrl+C; the Windows stop paths have their own tests")
 def test_without_on_hang_stop_the_run_says_so_and_waits_until_stopped(studio_home):
     """The default (warn): the stuck rank is named once, and the run is left for the user to stop."""
     proc = subprocess.Popen([sys.executable, "-m", "ddpstudio", "run", "--json", "--script",
