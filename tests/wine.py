@@ -78,7 +78,12 @@ class WindowsBox:
                            stderr=log, timeout=300, check=True)
 
     def shut_down(self) -> None:
+        """Ends the prefix's programs and its server, and waits until the server is gone (``-w``). A server is
+        found by the prefix folder's device and inode (dlls/ntdll/unix/server.c ``setup_config_dir``:
+        ``server_dir = init_server_dir( st.st_dev, st.st_ino )``), so a later prefix that reuses the inode
+        would reach this dying server: wineboot then exits 53, "could not load kernel32.dll" (seen once)."""
         subprocess.run(["wineserver", "-k"], env=self.env, capture_output=True, timeout=60)
+        subprocess.run(["wineserver", "-w"], env=self.env, capture_output=True, timeout=60)
 
     # -- paths -----------------------------------------------------------------------------------
     @staticmethod
