@@ -280,3 +280,54 @@ def test_kubeflow_trainjob_parses_and_its_command_gets_the_runtimes_pet_settings
     assert args.max_restarts == 1 and args.training_script == "ddpstudio.rank.recipe"
     plan = json.loads((run_dir / "plan.json").read_text())
     assert (plan["world_size"], plan["backend"]) == (24, "nccl")
+
+
+def _first(path: Path, wanted, deadline: float) -> protocol.Event:
+    """The first event of ``path`` (a rank's events file, appended to as the rank runs) that ``wanted`` accepts."""
+    while time.monotonic() < deadline:
+        if path.exists():
+            parser = protocol.EventParser()
+            for line in path.read_text(encoding="utf-8").splitlines():
+                for e in parser.feed(line):
+                    if wanted(e):
+                        return e
+        time.sleep(0.05)
+    raise AssertionError(f"no such event in {path} in time")
+
+
+@pytest.mark.slow
+@pytest.mark.posix_only("torchrun's elastic agent does not start on Windows wheels (pytorch #148283)")
+@pytest.mark.timeout(235)
+def test_torchrun_export_restarts_a_killed_rank_once_and_finishes(tmp_path, studio_home):
+    """``--max-restarts 1`` goes to torchrun: rank 1 killed after its first step, both agents start their
+    ranks again (a new process group: every rank joins twice, with new pids) and the run still finishes."""
+    port = find_free_port()
+    steps = 200  # the kill lands after the first step; one epoch of the synthetic data holds 256
+    job = export(tmp_path / "job.sh", ["--to", "torchrun", "--nodes", "2", "--gpus-per-node", "1", "--host",
+                                       "127.0.0.1", "--port", str(port), "--max-restarts", "1"],
+                 [*TRAIN[:-1], str(steps)])
+    assert "--max-restarts 1" in job.read_text()
+    run_dir = studio_home / "runs" / "restarted"
+    env = {**os.environ, "DDPSTUDIO_RUN_DIR": str(run_dir), "PATH": VENV_BIN + os.pathsep + os.environ["PATH"]}
+    nodes = [subprocess.Popen(["bash", str(job)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              stdin=subprocess.DEVNULL, text=True, start_new_session=True) for _ in range(2)]
+    deadline = time.monotonic() + 200
+    try:
+        events_dir = run_dir / "events"
+        joined = _first(events_dir / "rank1.jsonl", lambda e: e.type == protocol.RANK_JOINED, deadline)
+        _first(events_dir / "rank0.jsonl", lambda e: e.type == protocol.STEP, deadline)
+        os.kill(joined.get("pid"), signal.SIGKILL)
+        outputs = [n.communicate(timeout=max(1.0, deadline - time.monotonic()))[0] for n in nodes]
+    finally:
+        for n in nodes:
+            stop_group(n)
+    assert [n.returncode for n in nodes] == [0, 0], outputs
+    for n in nodes:
+        assert session_members(n.pid) == []
+    events = rank_events(run_dir)
+    pids = {rank: [e.get("pid") for e in evs if e.type == protocol.RANK_JOINED] for rank, evs in events.items()}
+    assert sorted(pids) == [0, 1] and all(len(p) == 2 and p[0] != p[1] for p in pids.values()), pids
+    assert pids[1][0] == joined.get("pid")
+    steps_done = [e.get("step") for e in events[0] if e.type == protocol.GLOBAL_STEP]
+    restart_at = steps_done.index(1, 1)  # the second attempt counts from step 1 again
+    assert restart_at > 0 and steps_done[restart_at:] == list(range(1, steps + 1))
