@@ -188,6 +188,7 @@ def test_join_to_an_unreachable_host_keeps_torchs_stack_frames_in_the_log(studio
     assert "frame #" not in res.stderr and "Exception raised from" not in res.stderr, res.stderr
     assert len(res.stderr.splitlines()) <= 3, res.stderr
     assert "logs: None" not in res.stdout, res.stdout
+    assert (res.stdout + res.stderr).count("could not reach the host") == 1, res.stdout + res.stderr  # said once
     kept = (studio_home / "logs" / "torch-native.log").read_text()
     assert "frame #" in kept and f"127.0.0.1, {port}" in kept
     assert not processes_of(studio_home)

@@ -185,6 +185,8 @@ class ProgressView:
         self._print(stuck_words(ev, "press Ctrl+C"))
 
     def _handle_run_finished(self, ev: protocol.Event) -> None:
+        if ev.get("refused"):  # nothing started; the launcher's "ddpstudio: error:" line said why, once
+            return
         state = ev.get("state")
         duration = ev.get("duration_s") or 0.0
         world = ev.get("world_size") or self.world_size

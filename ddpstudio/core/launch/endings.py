@@ -22,11 +22,14 @@ def extra(result: dict, *keys: str) -> dict:
     return {k: result[k] for k in keys if k in result}
 
 
-def failed_event(message: str, run_dir: str | None = None) -> protocol.Event:
+def failed_event(message: str, run_dir: str | None = None, refused: bool = False) -> protocol.Event:
+    """A run_finished (failed) with ``message`` as its root cause; ``refused``: nothing was started and the
+    message is already on stderr (a console front end then prints nothing more)."""
+    extra = {"refused": True} if refused else {}
     return protocol.make_event(protocol.RUN_FINISHED, state=protocol.FAILED, duration_s=0.0,
                                root_cause={"rank": -1, "exit_code": None, "t": time.time(), "message": message,
                                            "traceback_tail": []},
-                               summary=message, run_dir=run_dir)
+                               summary=message, run_dir=run_dir, **extra)
 
 
 def to_stderr(text: str) -> None:
@@ -44,7 +47,7 @@ def refuse(message: str, run_dir: str | None = None, out: TextIO | None = None) 
     to_stderr(f"ddpstudio: error: {message}")
     out = out or sys.stdout
     try:
-        out.write(failed_event(message, run_dir).to_line() + "\n")
+        out.write(failed_event(message, run_dir, refused=True).to_line() + "\n")
         out.flush()
     except (OSError, ValueError):
         pass
