@@ -65,6 +65,10 @@ BEFORE_START = [
                  ["resnet18 cannot train on one 32x32 image at a time", "Expected more than 1 value per channel",
                   "a batch of at least 2 per rank"], marks=pytest.mark.slow,  # probes torchvision's model
                  id="batch of 1 per rank through BatchNorm"),
+    pytest.param(None, ["--model", "resnet18", "--batch-mode", "split", "--batch-size", "2", "--world-size", "2"],
+                 ["resnet18 cannot train on one 32x32 image at a time",
+                  "with --batch-mode split, --batch-size 4 or more"], marks=pytest.mark.slow,
+                 id="batch split to 1 per rank through BatchNorm"),
 ]
 
 

@@ -36,8 +36,10 @@ def check_plan(plan: Plan, oversubscribe: bool = False, elsewhere: frozenset[str
 
         why = single_sample_problem(spec.model, spec.image_size)
         if why:
+            split = (f"; with --batch-mode split, --batch-size {2 * plan.world_size} or more"
+                     if plan.world_size > 1 else "")
             problems.append(Problem("batch_size", f"{why}; a batch of 1 per rank gives it one: use a batch of at "
-                                                  "least 2 per rank (--batch-size), or larger images"))
+                                                  f"least 2 per rank (--batch-size{split}), or larger images"))
     if spec.resume and "data_dir" not in elsewhere:
         problems += _other_layout(spec)
     return problems
