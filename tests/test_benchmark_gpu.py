@@ -18,7 +18,8 @@ from tests.conftest import PYTHON, REPO, killed_after
 ROWS = {"ceiling": [("recipe / ceiling", "resnet18 32 px")],
         "launch": [("studio / torchrun", "with the rank helper"), ("studio / torchrun", "--no-rank-helper")],
         "exchange": [("exchange / native", ", staged"), ("exchange / native", ", staged + fp16"),
-                     ("exchange / native", ", torch allreduce_hook")]}
+                     ("exchange / native", ", torch allreduce_hook"),
+                     ("exchange / native", ", staged, blocking copies (before)")]}  # benchmarks/staged_before.py
 
 
 def markdown_tables(text: str) -> list[list[list[str]]]:

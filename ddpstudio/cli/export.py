@@ -49,9 +49,9 @@ def main(args: argparse.Namespace) -> int:
     from ddpstudio.core.validate import writable_problem
 
     problem = file_problem(args.csv, "the CSV file") if args.csv else None
-    folder = writable_problem("tensorboard", args.tensorboard, "TensorBoard folder") if args.tensorboard else None
-    if problem or folder:
-        return _error(problem or str(folder))
+    board = writable_problem("tensorboard", args.tensorboard, "TensorBoard folder") if args.tensorboard else None
+    if problem or board:
+        return _error(problem or str(board))
     history = read_history(folder)
     if not history.tracks:
         return _error(f"run {folder.name} measured nothing yet (no history.jsonl or step events in {folder})")

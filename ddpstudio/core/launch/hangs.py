@@ -29,6 +29,10 @@ from ddpstudio.core.launch.rankproc import RankProc
 from ddpstudio.core.launch.rootcause import RankFailure
 from ddpstudio.core.launch.tail import LineTail
 
+# What faulthandler writes above each thread's stack ("Thread 0x... (most recent call first):"), both for the
+# SIGUSR1 dump and for dump_traceback on Windows.
+STACK_MARK = b"(most recent call first)"
+
 class HangFailure(RankFailure):
     """A stuck rank as the run's root cause: its summary is the finding itself."""
 
@@ -74,7 +78,7 @@ class RunHangs:
             return
         self.hang = HangFailure(stuck.rank, None, time.time(), stuck.words(), [stuck.message(log)])
         self.emit(protocol.make_event(protocol.LOG, stream="launcher", line=f"stopping: {stuck.words()} (--on-hang stop)"))
-        self._stack_grace()
+        self._stack_grace(stuck.rank)
         self._begin_stop()
 
     def _ask_for_stack(self, r: RankProc, by_signal: bool) -> None:
@@ -90,10 +94,24 @@ class RunHangs:
                 pass  # gone meanwhile
         dump_request(self.run.events_dir, r.rank).touch()
 
-    def _stack_grace(self) -> None:
-        """Before stopping: one beat for the rank's heartbeat thread to answer a dump-request file."""
-        if self.platform.is_windows and self._hangs is not None:
-            time.sleep(self._hangs.interval + 0.2)
+    def _stack_grace(self, rank: int) -> None:
+        """Before stopping: time for the stack to reach the rank's log (its stderr is that file). SIGUSR1's
+        dump is written as the signal arrives, but a busy machine may not run the rank before the stop would;
+        the dump-request file waits for the heartbeat thread's next beat. Bounded: a rank frozen whole writes
+        nothing."""
+        log = self.run.stderr(rank)
+        start = log.stat().st_size if log.exists() else 0
+        limit = (self._hangs.interval if self._hangs is not None else 0.0) + 3.0
+        deadline = time.monotonic() + limit
+        while time.monotonic() < deadline:
+            try:
+                with open(log, "rb") as fh:
+                    fh.seek(start)
+                    if STACK_MARK in fh.read():
+                        return
+            except OSError:
+                pass
+            time.sleep(0.1)
 
     def _forget_beats(self) -> None:
         """A restarted group's ranks beat from the start again."""
