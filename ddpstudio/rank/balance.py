@@ -2,8 +2,9 @@
 
 Three pieces, used by the recipe when its plan says ``balance: measured``:
 
-- :func:`split` turns measured seconds per sample into integer shares of the global batch (each >= 1,
-  summing to it, none above a rank's memory cap);
+- :func:`split` turns each rank's measured step time (seconds per step + per sample, :func:`fit` from two
+  batch sizes) into integer shares of the global batch that make the steps equally long (each >= 1, summing
+  to it, none above a rank's memory cap);
 - :class:`ShareSampler` gives each rank its share of every global batch of one seeded permutation, so an
   epoch covers each sample once whatever the shares (no sample twice, none lost);
 - :func:`loss_weight` scales a rank's loss by ``share x world / global``: DDP then averages
@@ -40,42 +41,49 @@ def slow_down(per_sample: float, samples: int) -> None:
         time.sleep(per_sample * samples)
 
 
-def split(seconds_per_sample: Sequence[float], global_batch: int,
-          caps: Sequence[int | None] | None = None) -> list[int]:
-    """Integer shares of ``global_batch`` proportional to each rank's speed (1 / seconds per sample).
+def split(per_sample: Sequence[float], global_batch: int, caps: Sequence[int | None] | None = None,
+          overhead: Sequence[float] | None = None) -> list[int]:
+    """Integer shares of ``global_batch`` that make every rank's step take the same time.
 
-    Largest remainders round the shares; each is at least 1 and at most its cap (the samples its GPU holds).
-    Raises ValueError when the caps together hold less than the global batch.
+    A rank's step takes ``overhead + per_sample x batch`` seconds; without overhead the shares are proportional
+    to speed (1 / seconds per sample). Each share is at least 1 and at most its cap (the samples its GPU
+    holds); largest remainders round them. Raises ValueError when the caps hold less than the global batch.
     """
-    world = len(seconds_per_sample)
+    world = len(per_sample)
     if global_batch < world:
         raise ValueError(f"a global batch of {global_batch} cannot give each of {world} ranks a sample")
-    caps = [global_batch if c is None else max(1, int(c)) for c in (caps or [None] * world)]
-    if sum(caps) < global_batch:
-        raise ValueError(f"the GPUs hold {sum(caps)} samples per step together ({caps} per rank), fewer than the "
+    hi = [global_batch if c is None else max(1, int(c)) for c in (caps or [None] * world)]
+    if sum(hi) < global_batch:
+        raise ValueError(f"the GPUs hold {sum(hi)} samples per step together ({hi} per rank), fewer than the "
                          f"global batch of {global_batch}; lower the batch size")
-    rates = [1.0 / max(s, 1e-12) for s in seconds_per_sample]
-    shares, free = [0] * world, list(range(world))
-    left = global_batch
-    # Give out proportionally; a rank that hits its cap keeps the cap, the rest is shared again among the others.
-    while left > 0 and free:
-        total = sum(rates[r] for r in free)
-        exact = {r: max(1.0, left * rates[r] / total) for r in free}
-        given = {r: min(int(exact[r]), caps[r] - shares[r]) for r in free}
-        rest = left - sum(given.values())
-        for r in sorted(free, key=lambda r: exact[r] - int(exact[r]), reverse=True):
-            if rest <= 0:
-                break
-            if given[r] < caps[r] - shares[r]:
-                given[r], rest = given[r] + 1, rest - 1
-        while rest < 0:  # the 1-sample floor overshot: take back from the largest
-            r = max(free, key=lambda r: given[r])
-            given[r], rest = given[r] - 1, rest + 1
-        for r in free:
-            shares[r] += given[r]
-        left = global_batch - sum(shares)
-        free = [r for r in free if shares[r] < caps[r]]
+    b = [max(s, 1e-12) for s in per_sample]
+    a = [max(0.0, o) for o in (overhead or [0.0] * world)]
+
+    def batches(t: float) -> list[float]:  # what each rank does in t seconds, within [1, cap]
+        return [min(hi[r], max(1.0, (t - a[r]) / b[r])) for r in range(world)]
+
+    low, high = 0.0, max(a) + max(b) * global_batch + 1.0
+    for _ in range(200):  # bisection on the common step time
+        mid = (low + high) / 2
+        low, high = (mid, high) if sum(batches(mid)) < global_batch else (low, mid)
+    exact = batches(high)
+    shares = [min(hi[r], max(1, int(exact[r]))) for r in range(world)]
+    by_remainder = sorted(range(world), key=lambda r: exact[r] - int(exact[r]), reverse=True)
+    while sum(shares) < global_batch:
+        for r in by_remainder:
+            if sum(shares) < global_batch and shares[r] < hi[r]:
+                shares[r] += 1
+    while sum(shares) > global_batch:  # the floor of 1 overshot: take back from the largest
+        shares[max(range(world), key=lambda r: shares[r])] -= 1
     return shares
+
+
+def fit(n: int, t_n: float, m: int, t_m: float) -> tuple[float, float]:
+    """(seconds per sample, seconds per step) from step times at two batch sizes n > m."""
+    per_sample = (t_n - t_m) / (n - m) if n > m else 0.0
+    if per_sample <= 0:  # noise larger than the difference: all of it per sample
+        return t_n / n, 0.0
+    return per_sample, max(0.0, t_n - per_sample * n)
 
 
 def loss_weight(share: int, world: int, global_batch: int) -> float:
@@ -113,25 +121,27 @@ class ShareSampler:
             yield perm[start:start + share]
 
 
-def gather(seconds: Sequence[float], cap: int | None, device) -> tuple[list[float], list[int | None]]:
-    """Every rank's seconds per sample (the median of its own) and memory cap, through one all-reduce."""
+def gather(per_sample: float, overhead: float, cap: int | None, device
+           ) -> tuple[list[float], list[float], list[int | None]]:
+    """Every rank's seconds per sample, seconds per step and memory cap, through one all-reduce."""
     import torch
     import torch.distributed as dist
 
     world, rank = dist.get_world_size(), dist.get_rank()
-    mine = sorted(seconds)[len(seconds) // 2]  # the median: one slow step (a page fault, a GC) does not decide
-    vector = torch.zeros(2 * world, dtype=torch.float64, device=device)
-    vector[rank], vector[world + rank] = mine, float(cap or 0)
+    vector = torch.zeros(3 * world, dtype=torch.float64, device=device)
+    vector[rank], vector[world + rank], vector[2 * world + rank] = per_sample, overhead, float(cap or 0)
     dist.all_reduce(vector)
     values = vector.cpu().tolist()
-    return values[:world], [int(c) if c else None for c in values[world:]]
+    return values[:world], values[world:2 * world], [int(c) if c else None for c in values[2 * world:]]
 
 
-def describe(shares: Sequence[int], seconds_per_sample: Sequence[float], caps: Sequence[int | None]) -> str:
+def describe(shares: Sequence[int], per_sample: Sequence[float], overhead: Sequence[float],
+             caps: Sequence[int | None]) -> str:
     """One line: each rank's batch and why."""
     parts = []
-    for r, (share, s) in enumerate(zip(shares, seconds_per_sample)):
+    for r, share in enumerate(shares):
         cap = caps[r] if caps else None
         capped = f", capped by memory at {cap}" if cap is not None and share >= cap else ""
-        parts.append(f"rank {r} batch {share} ({s * 1e3:.3g} ms per sample{capped})")
+        parts.append(f"rank {r} batch {share} ({per_sample[r] * 1e3:.3g} ms per sample + {overhead[r] * 1e3:.3g} ms "
+                     f"per step{capped})")
     return (f"batches balanced by measured speed (global batch {sum(shares)} kept): " + "; ".join(parts))

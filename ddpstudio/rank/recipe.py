@@ -309,39 +309,52 @@ class Trainer:
             torch.cuda.synchronize(self.device)
             torch.cuda.reset_peak_memory_stats(self.device)
             base = torch.cuda.memory_allocated(self.device)
-        seconds = []
-        for i in range(BALANCE_PROBES + 1):  # the first pass warms up (allocator, kernels): not counted
-            t0 = time.perf_counter()
-            with self.model.no_sync():
-                with self._autocast():
-                    loss = self.loss_fn(self.model(images), labels)
-                balance.slow_down(self.slow, len(idx))
-                loss.backward()
-            if cuda:
-                torch.cuda.synchronize(self.device)
-            if i:
-                seconds.append((time.perf_counter() - t0) / len(idx))
+        n = len(idx)
+        half = max(1, n // 2)
+        t_full = self._probe(images, labels, BALANCE_PROBES + 1)  # one more: the first pass warms up
+        t_half = self._probe(images[:half], labels[:half], BALANCE_PROBES) if half < n else t_full
         self.optimizer.zero_grad(set_to_none=True)
         with torch.no_grad():
             for name, value in self.model.module.named_buffers():
                 value.copy_(buffers[name])
         cap = None
         if cuda:
-            per_sample = max(1, torch.cuda.max_memory_allocated(self.device) - base) / len(idx)
+            per_sample_bytes = max(1, torch.cuda.max_memory_allocated(self.device) - base) / n
             free, _ = torch.cuda.mem_get_info(self.device)
             unused_cache = torch.cuda.memory_reserved(self.device) - torch.cuda.memory_allocated(self.device)
-            cap = max(1, int(0.9 * (free + unused_cache) / per_sample))
-        times, caps = balance.gather(seconds, cap, self.device)
+            cap = max(1, int(0.9 * (free + unused_cache) / per_sample_bytes))
+        per_sample, overhead = balance.fit(n, t_full, half, t_half)
+        per_sample, overhead, caps = balance.gather(per_sample, overhead, cap, self.device)
         try:
-            shares = balance.split(times, self.spec.batch_size * self.world_size, caps)
+            shares = balance.split(per_sample, self.spec.batch_size * self.world_size, caps, overhead)
         except ValueError as exc:
             raise DataProblem(str(exc)) from None
         self.sampler.set_shares(shares)
         self.share = shares[self.rank]
         self.weight = balance.loss_weight(self.share, self.world_size, sum(shares))
         if self.rank == 0:
-            self.emit.emit(protocol.BATCH_BALANCED, rank=None, batches=shares, seconds_per_sample=times,
-                           memory_caps=caps, reason=balance.describe(shares, times, caps))
+            self.emit.emit(protocol.BATCH_BALANCED, rank=None, batches=shares, seconds_per_sample=per_sample,
+                           seconds_per_step=overhead, memory_caps=caps,
+                           reason=balance.describe(shares, per_sample, overhead, caps))
+
+    def _probe(self, images, labels, passes: int) -> float:
+        """The median seconds of the last ``BALANCE_PROBES`` of ``passes`` forward/backward passes, under
+        ``no_sync()`` (no exchange: the time is this rank's alone, not its wait for a slower peer)."""
+        import torch
+
+        seconds = []
+        for _ in range(passes):
+            t0 = time.perf_counter()
+            with self.model.no_sync():
+                with self._autocast():
+                    loss = self.loss_fn(self.model(images), labels)
+                balance.slow_down(self.slow, len(labels))
+                loss.backward()
+            if self.device.type == "cuda":
+                torch.cuda.synchronize(self.device)
+            seconds.append(time.perf_counter() - t0)
+        last = sorted(seconds[-BALANCE_PROBES:])
+        return last[len(last) // 2]  # the median: one slow pass (a page fault, a GC) does not decide
 
     def _done(self) -> bool:
         return self.spec.max_steps is not None and self.global_step >= self.spec.max_steps
