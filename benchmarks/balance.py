@@ -1,10 +1,14 @@
 """Balanced against equal batches with one rank deliberately slowed, and the ideal (issue 25 §1).
 
-    .venv/bin/python benchmarks/balance.py [--model resnet18] [--batch-size 32] [--slow 0.01] [--steps 25]
-        [--warmup 5] [--rounds 1] [--json balance.json]
+    .venv/bin/python benchmarks/balance.py [--model mlp] [--batch-size 32] [--fast 0.002] [--slow 0.006]
+        [--steps 40] [--warmup 5] [--rounds 2] [--json balance.json]
 
-Rank 1 sleeps ``--slow`` seconds per sample of each forward/backward (``DDPSTUDIO_SLOW_RANK``, the
-seam in rank/balance.py), a stand-in for a slower GPU beside a fast one. Each round runs, in turn:
+Rank 0 sleeps ``--fast`` and rank 1 ``--slow`` seconds per sample of each forward/backward
+(``DDPSTUDIO_SLOW_RANK``, the seam in rank/balance.py): two simulated GPUs, one three times slower, on top
+of the model's own CPU work. The default model is the tiny ``mlp``, so the simulated device time
+dominates: CPU ranks share this machine's cores, and with a model whose compute dominates (``--model
+resnet18 --fast 0``) two ranks together are slower than the sum of each alone, whatever their batches.
+Each round runs, in turn:
 
 * ``solo fast`` and ``solo slow``: one rank alone (no exchange) at ``--batch-size``, the slow one slowed:
   each kind of rank's own samples/s. Their sum is the ideal for two ranks;
@@ -39,7 +43,7 @@ KINDS = ("solo fast", "solo slow", "equal", "balanced")
 def run(kind: str, args: argparse.Namespace, home: Path) -> dict:
     """One ``ddpstudio run``; its samples/s and, balanced, the batches it chose."""
     world = 1 if kind.startswith("solo") else 2
-    slow = f"{0 if kind == 'solo slow' else 1}:{args.slow}" if kind != "solo fast" else ""
+    slow = {"solo fast": f"0:{args.fast}", "solo slow": f"0:{args.slow}"}.get(kind, f"0:{args.fast},1:{args.slow}")
     argv = [sys.executable, "-m", "ddpstudio", "run", "--json", "--model", args.model, "--image-size",
             str(args.image_size), "--batch-size", str(args.batch_size), "--world-size", str(world), "--workers", "0",
             "--max-steps", str(args.steps), "--balance", "measured" if kind == "balanced" else "equal"]
@@ -58,13 +62,14 @@ def run(kind: str, args: argparse.Namespace, home: Path) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--model", default="resnet18")
+    p.add_argument("--model", default="mlp")
     p.add_argument("--image-size", type=int, default=32)
     p.add_argument("--batch-size", type=int, default=32, help="per rank in the equal run (global: twice that)")
-    p.add_argument("--slow", type=float, default=0.01, help="seconds rank 1 sleeps per sample")
-    p.add_argument("--steps", type=int, default=25)
+    p.add_argument("--fast", type=float, default=0.002, help="seconds rank 0 sleeps per sample")
+    p.add_argument("--slow", type=float, default=0.006, help="seconds rank 1 sleeps per sample")
+    p.add_argument("--steps", type=int, default=40)
     p.add_argument("--warmup", type=int, default=5)
-    p.add_argument("--rounds", type=int, default=1)
+    p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--json", metavar="FILE")
     args = p.parse_args(argv)
     rounds = []
@@ -72,8 +77,8 @@ def main(argv: list[str] | None = None) -> int:
         for i in range(args.rounds):
             order = KINDS if i % 2 == 0 else tuple(reversed(KINDS))  # drift on a shared machine hits all
             rounds.append({kind: run(kind, args, Path(home)) for kind in order})
-    print(f"{args.model} {args.image_size} px, global batch {2 * args.batch_size}, rank 1 slowed by "
-          f"{args.slow * 1e3:g} ms per sample, {args.steps} steps ({args.warmup} warm-up), 2 Gloo ranks on the CPU\n")
+    print(f"{args.model} {args.image_size} px, global batch {2 * args.batch_size}, ranks slowed by "
+          f"{args.fast * 1e3:g} and {args.slow * 1e3:g} ms per sample, {args.steps} steps ({args.warmup} warm-up), 2 Gloo ranks on the CPU\n")
     print("| round | solo fast | solo slow | ideal (sum) | equal | balanced (batches) | balanced / ideal "
           "| balanced / equal |")
     print("|---|---|---|---|---|---|---|---|")

@@ -22,18 +22,19 @@ import os
 import time
 from typing import Iterator, Sequence
 
-# Test and benchmark seam: "RANK:SECONDS" makes that rank sleep SECONDS per sample of each forward/backward,
-# a stand-in for a slower GPU (its time grows with its batch, as a real device's does). Never set in runs.
+# Test and benchmark seam: "RANK:SECONDS[,RANK:SECONDS...]" makes each rank named sleep SECONDS per sample of
+# each forward/backward, a stand-in for a slower GPU (its time grows with its batch, as a real device's
+# does; a sleep, unlike CPU work, does not compete with the other ranks for cores). Never set in runs.
 SLOW_ENV = "DDPSTUDIO_SLOW_RANK"
 
 
 def slow_seconds(rank: int) -> float:
     """Seconds per sample this rank sleeps under :data:`SLOW_ENV` (0 when not asked)."""
-    raw = os.environ.get(SLOW_ENV, "")
-    if ":" not in raw:
-        return 0.0
-    who, seconds = raw.split(":", 1)
-    return float(seconds) if int(who) == rank else 0.0
+    for item in os.environ.get(SLOW_ENV, "").split(","):
+        who, _, seconds = item.partition(":")
+        if seconds and int(who) == rank:
+            return float(seconds)
+    return 0.0
 
 
 def slow_down(per_sample: float, samples: int) -> None:
