@@ -466,3 +466,22 @@ def test_pyside_calls_do_not_wear_out_none_and_true():
     # A regression loses one reference per call (about -200,000 here). A drift of one or two comes from
     # unrelated objects freed meanwhile (seen once as -1 in a full run on a loaded machine): not a leak.
     assert none_delta > -100 and true_delta > -100, (none_delta, true_delta)
+
+
+def test_mixed_gpus_show_balanced_batches_and_each_ranks_batch_when_measured(qtbot, open_window):
+    source = FakeGpuSource(gpus=[
+        {"name": "NVIDIA GeForce RTX 4090", "total_memory_mb": 24564},
+        {"name": "NVIDIA GeForce RTX 3060", "total_memory_mb": 12288},
+    ])
+    window = open_window(source=source)
+    qtbot.waitUntil(lambda: "the GPUs differ (NVIDIA GeForce RTX 4090, NVIDIA GeForce RTX 3060)"
+                    in window.machine_panel.decisions.text(), timeout=RUN_TIMEOUT_MS)
+    # What the recipe's rank 0 says once it has measured (rank/balance.py), through the controller's parser.
+    line = protocol.make_event(protocol.BATCH_BALANCED, batches=[40, 24],
+                               reason="batches balanced by measured speed (global batch 64 kept): rank 0 batch 40 "
+                                      "(1 ms per sample + 0 ms per step); rank 1 batch 24 (1.67 ms per sample + "
+                                      "0 ms per step)").to_line()
+    with qtbot.waitSignal(window.controller.batch_balanced, timeout=5_000):
+        for ev in window.controller.parser.feed(line):
+            getattr(window.controller, f"_handle_{ev.type}")(ev)
+    assert "rank 1 batch 24 (1.67 ms per sample" in window.machine_panel.decisions.text()

@@ -179,6 +179,9 @@ class ProgressView:
         self._print(restart_words(ev))
         self.first_step_t = None  # the ETA is measured again from the resumed steps
 
+    def _handle_batch_balanced(self, ev: protocol.Event) -> None:
+        self._print(str(ev.get("reason", "")))  # each rank's batch and why (rank/balance.py)
+
     def _handle_rank_stuck(self, ev: protocol.Event) -> None:
         from ddpstudio.core.launch.hangwatch import stuck_words
 

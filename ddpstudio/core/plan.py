@@ -45,6 +45,9 @@ class RecipeSpec:
     epochs: int = 1
     max_steps: int | None = None
     batch_size: int = 32  # per rank, after any split: one micro-batch when accumulating
+    # equal | measured: each rank's batch sized for its speed after its first passes (rank/balance.py); the
+    # global batch (batch_size x world size) is kept. The policy resolves --balance auto to one of these.
+    balance: str = "equal"
     accumulate: int = 1  # micro-batches per optimizer step (gradient accumulation, DDP's no_sync on all but the last)
     lr: float = 0.02
     scale_lr: bool = False  # lr x world_size x accumulate: the effective batch over one micro-batch (linear rule)

@@ -68,6 +68,7 @@ class Request:
     max_restarts: int = 0  # a rank that dies restarts the group, at most this often (core/launch/restart.py)
     hang_timeout: float = Plan.hang_timeout  # a rank still this long while the others wait is stuck (core/launch/hangs.py)
     on_hang: str = "warn"  # warn | stop
+    balance: str = "auto"  # auto | equal | measured: the recipe's per-rank batches (core/batchbalance.py)
 
 
 def choose_backend(platform: Platform, machine: Machine, requested: str = "auto") -> Decision:
@@ -301,8 +302,10 @@ def build_plan(request: Request, platform: Platform, machine: Machine,
         workers = choose_workers(recipe.workers, usable_cores(), int(world.value), platform, recipe.data)
         if recipe.workers is not None:
             workers = _workers_that_fit(workers, int(world.value), request.oversubscribe)
-        recipe = replace(recipe, batch_size=per_rank, workers=int(workers.value))
+        balanced = _balance(request, device, machine, gpus, int(world.value), per_rank)
+        recipe = replace(recipe, batch_size=per_rank, workers=int(workers.value), balance=str(balanced.value))
         reasons.append(workers.reason)
+        reasons.append(balanced.reason)
         lr = recipe.lr * (int(world.value) * recipe.accumulate if recipe.scale_lr else 1)
         reasons.append(batch_reason(eff, int(world.value), per_rank, recipe.accumulate,
                                     lr if recipe.scale_lr else None,
@@ -339,6 +342,17 @@ def _gpus_and_world(request: Request, machine: Machine, device: str):
         return gpus, gpus.ranks(request.world_size)
     except selection.SelectionError as exc:
         raise PolicyError(str(exc), exc.field) from None
+
+
+def _balance(request: Request, device: str, machine: Machine, gpus, world_size: int, per_rank: int) -> Decision:
+    """Equal or measured batches for the recipe (core/batchbalance.py), from the GPUs the ranks use."""
+    from ddpstudio.core.batchbalance import BalanceError, choose_balance
+
+    names = [gpu.name for gpu in (gpus.gpus if gpus else getattr(machine, "gpus", ()))]
+    try:
+        return choose_balance(request.balance, device, names, world_size, per_rank * world_size)
+    except BalanceError as exc:
+        raise PolicyError(str(exc), "balance") from None
 
 
 def restart_reason(max_restarts: int, recipe: RecipeSpec | None) -> str:

@@ -54,6 +54,7 @@ MODEL_SAVED = "model_saved"
 JOIN_CODE = "join_code"  # a multi-machine host's code for the other machines (cli/host.py; holds the token)
 RUN_RESTARTED = "run_restarted"  # a rank died and the launcher started the group again (core/launch/restart.py)
 HEARTBEAT = "heartbeat"  # a rank's step and phase, in its beat file only: the launcher reads it (rank/heartbeat.py)
+BATCH_BALANCED = "batch_balanced"  # each rank's batch, measured for its speed (rank/balance.py, issue 25 §1)
 RANK_STUCK = "rank_stuck"  # a rank made no progress while the others waited (core/launch/hangs.py)
 
 KNOWN_TYPES = frozenset(
@@ -80,6 +81,7 @@ KNOWN_TYPES = frozenset(
         RUN_RESTARTED,
         HEARTBEAT,
         RANK_STUCK,
+        BATCH_BALANCED,
     }
 )
 

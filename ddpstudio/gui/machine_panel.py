@@ -254,6 +254,12 @@ class MachinePanel(QGroupBox):
         self.decisions.setToolTip("")
         self.show_reasons(plan.reasons if plan else None)
 
+    def add_reason(self, reason: str) -> None:
+        """A decision the run made once started (each rank's batch, measured for its speed: rank/balance.py)."""
+        text = self.decisions.text()
+        self.decisions.setText(f"{text}\n• {reason}" if text else f"• {reason}")
+        self.decisions.setVisible(True)
+
     def show_reasons(self, reasons: list[str] | None) -> None:
         """Decisions made elsewhere (a multi-machine host's plan, from its events)."""
         self.decisions.setText("\n".join(f"• {reason}" for reason in reasons or []))

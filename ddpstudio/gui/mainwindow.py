@@ -132,6 +132,7 @@ class MainWindow(QMainWindow):
         c.metrics_received.connect(self._feed)
         c.problem_reported.connect(self._on_problem)
         c.rank_stuck.connect(self._on_stuck)
+        c.batch_balanced.connect(lambda ev: self.machine_panel.add_reason(str(ev.get("reason", ""))))
         c.ranks_changed.connect(self._on_ranks)
         c.log_received.connect(self.log_view.append)
         c.log_received.connect(self._kick_render)

@@ -43,6 +43,7 @@ class RunController(QObject):
     metrics_received = Signal(object)  # step, global_step, epoch_end, checkpoint_saved Events
     log_received = Signal(object, str, str)  # rank (None: launcher), stream, line
     problem_reported = Signal(object)  # warning and error Events
+    batch_balanced = Signal(object)  # a batch_balanced Event: each rank's batch, sized for its speed (rank/balance.py)
     rank_stuck = Signal(object)  # a rank_stuck Event: a rank holds up the others (core/launch/hangs.py)
     run_finished = Signal(object)  # the run_finished Event (made up here if the launcher died silently)
     join_code_received = Signal(object)  # a multi-machine host's join_code Event (its code holds the token)
@@ -215,6 +216,10 @@ class RunController(QObject):
 
         self.log_received.emit(None, "warning", restart_words(ev))
         self.metrics_received.emit(ev)  # the plots drop the steps the restart trains again
+
+    def _handle_batch_balanced(self, ev: protocol.Event) -> None:
+        self.log_received.emit(None, "studio", str(ev.get("reason", "")))
+        self.batch_balanced.emit(ev)
 
     def _handle_rank_stuck(self, ev: protocol.Event) -> None:
         from ddpstudio.core.launch.hangwatch import stuck_words

@@ -22,11 +22,12 @@ from ddpstudio.core import protocol
 from ddpstudio.core.checkpoint import CheckpointError
 from ddpstudio.core.launch.hangwatch import BACKWARD, CHECKPOINT, DATA, EVAL, EXCHANGE, FORWARD, OPTIMIZER
 from ddpstudio.core.plan import Plan, RecipeSpec
-from ddpstudio.rank import stopwatch
+from ddpstudio.rank import balance, stopwatch
 from ddpstudio.rank.baddata import DataProblem, stated_message
 from ddpstudio.rank.emit import Emitter, rank_from_env
 from ddpstudio.rank.heartbeat import Heartbeat, Marked, heartbeat
 
+BALANCE_PROBES = 3  # timed forward/backward passes per rank before its batch is sized (after one warm-up)
 DIVERGED_HINT = ("Likely causes: a learning rate too high (this run uses {lr:g}; try 10x lower), "
                  "or NaN/inf values in the data.")
 
@@ -103,14 +104,23 @@ class Trainer:
         # Synthetic data: the loader gives indices, the images are built on the device (rank/data.py).
         self.synthetic = dataset if isinstance(dataset, SyntheticImages) else None
         source = SyntheticIndices(dataset) if self.synthetic else dataset
-        self.sampler = DistributedSampler(source, num_replicas=self.world_size, rank=self.rank,
-                                          shuffle=True, seed=spec.seed, drop_last=True)
+        # Mixed GPUs (issue 25 §1): each rank's slice of every global batch, sized after the first steps.
+        self.balanced = spec.balance == "measured" and self.world_size > 1
+        self.share, self.weight = spec.batch_size, 1.0
+        self.slow = balance.slow_seconds(self.rank)  # the test/benchmark seam for a slower rank
+        if self.balanced:
+            self.sampler = balance.ShareSampler(len(source), [spec.batch_size] * self.world_size, self.rank,
+                                                spec.seed)
+        else:
+            self.sampler = DistributedSampler(source, num_replicas=self.world_size, rank=self.rank,
+                                              shuffle=True, seed=spec.seed, drop_last=True)
         # Pinned on CUDA, synthetic indices too: a copy from pageable memory waits for the device's whole
         # queue first (CUDA Runtime API, "API synchronization behavior": "For transfers from pageable host
         # memory to device memory, a stream sync is performed before the copy is initiated"), so every
         # step drained the GPU (resnet50 224 px on an H200: 0.846 of the tight loop, not DDP's 0.949).
-        self.loader = DataLoader(source, batch_size=spec.batch_size, sampler=self.sampler,
-                                 num_workers=self.workers, drop_last=True, pin_memory=self.device.type == "cuda",
+        batching = (dict(batch_sampler=self.sampler) if self.balanced
+                    else dict(batch_size=spec.batch_size, sampler=self.sampler, drop_last=True))
+        self.loader = DataLoader(source, **batching, num_workers=self.workers, pin_memory=self.device.type == "cuda",
                                  persistent_workers=self.workers > 0)
         self.accumulate = max(1, spec.accumulate)
         # An optimizer step takes `accumulate` micro-batches; an epoch's remainder (fewer) is left out,
@@ -266,13 +276,85 @@ class Trainer:
             with self.model.no_sync() if i < n - 1 else nullcontext():
                 with self._autocast():
                     loss = self.loss_fn(self.model(images), labels)
+                balance.slow_down(self.slow, len(labels))
                 beat.mark(BACKWARD)  # the last micro-batch's backward also exchanges the gradients
+                if self.balanced:  # share x world / global: DDP's average is then the global batch's mean
+                    loss = loss * self.weight
                 self.scaler.scale(loss / n if n > 1 else loss).backward()
             total = loss.detach() if total is None else total + loss.detach()
         beat.mark(OPTIMIZER)
         self.scaler.step(self.optimizer)
         self.scaler.update()
         return (total / n if n > 1 else total), waited
+
+    def _balance(self) -> None:
+        """Time a few forward/backward passes of this rank's first batch (no exchange, no optimizer step: the
+        weights stay as they are), share the times over all ranks, and give each rank its part of the global
+        batch (rank/balance.py).
+
+        On CUDA a rank's share is also capped by its memory: the probe's peak allocation per sample, against
+        what the device has free plus what PyTorch's cache holds unused (``torch.cuda.mem_get_info``), with a
+        tenth kept back; a GPU that cannot hold its part raises a clear error.
+        """
+        import torch
+        from torch.utils.data import default_collate
+
+        self.beat.mark(FORWARD, self.global_step + 1)
+        self.sampler.set_epoch(self.epoch)
+        idx = next(iter(self.sampler))
+        images, labels = self._to_device(*default_collate([self.loader.dataset[i] for i in idx]))
+        buffers = {k: v.detach().clone() for k, v in self.model.module.named_buffers()}  # BatchNorm's statistics
+        cuda = self.device.type == "cuda"
+        if cuda:
+            torch.cuda.synchronize(self.device)
+            torch.cuda.reset_peak_memory_stats(self.device)
+            base = torch.cuda.memory_allocated(self.device)
+        n = len(idx)
+        half = max(1, n // 2)
+        t_full = self._probe(images, labels, BALANCE_PROBES + 1)  # one more: the first pass warms up
+        t_half = self._probe(images[:half], labels[:half], BALANCE_PROBES) if half < n else t_full
+        self.optimizer.zero_grad(set_to_none=True)
+        with torch.no_grad():
+            for name, value in self.model.module.named_buffers():
+                value.copy_(buffers[name])
+        cap = None
+        if cuda:
+            per_sample_bytes = max(1, torch.cuda.max_memory_allocated(self.device) - base) / n
+            free, _ = torch.cuda.mem_get_info(self.device)
+            unused_cache = torch.cuda.memory_reserved(self.device) - torch.cuda.memory_allocated(self.device)
+            cap = max(1, int(0.9 * (free + unused_cache) / per_sample_bytes))
+        per_sample, overhead = balance.fit(n, t_full, half, t_half)
+        per_sample, overhead, caps = balance.gather(per_sample, overhead, cap, self.device)
+        try:
+            shares = balance.split(per_sample, self.spec.batch_size * self.world_size, caps, overhead)
+        except ValueError as exc:
+            raise DataProblem(str(exc)) from None
+        self.sampler.set_shares(shares)
+        self.share = shares[self.rank]
+        self.weight = balance.loss_weight(self.share, self.world_size, sum(shares))
+        if self.rank == 0:
+            self.emit.emit(protocol.BATCH_BALANCED, rank=None, batches=shares, seconds_per_sample=per_sample,
+                           seconds_per_step=overhead, memory_caps=caps,
+                           reason=balance.describe(shares, per_sample, overhead, caps))
+
+    def _probe(self, images, labels, passes: int) -> float:
+        """The median seconds of the last ``BALANCE_PROBES`` of ``passes`` forward/backward passes, under
+        ``no_sync()`` (no exchange: the time is this rank's alone, not its wait for a slower peer)."""
+        import torch
+
+        seconds = []
+        for _ in range(passes):
+            t0 = time.perf_counter()
+            with self.model.no_sync():
+                with self._autocast():
+                    loss = self.loss_fn(self.model(images), labels)
+                balance.slow_down(self.slow, len(labels))
+                loss.backward()
+            if self.device.type == "cuda":
+                torch.cuda.synchronize(self.device)
+            seconds.append(time.perf_counter() - t0)
+        last = sorted(seconds[-BALANCE_PROBES:])
+        return last[len(last) // 2]  # the median: one slow pass (a page fault, a GC) does not decide
 
     def _done(self) -> bool:
         return self.spec.max_steps is not None and self.global_step >= self.spec.max_steps
@@ -288,6 +370,8 @@ class Trainer:
         from ddpstudio.rank.reporting import Pending
 
         spec, batch = self.spec, self.spec.batch_size * self.accumulate  # samples per optimizer step and rank
+        if self.balanced:
+            self._balance()
         while self.epoch < spec.epochs and not self._done():
             epoch = self.epoch
             self.sampler.set_epoch(epoch)
