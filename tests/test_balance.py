@@ -90,9 +90,10 @@ def test_the_plan_balances_only_where_the_gpus_differ():
             "and the gradients weighted by each rank's share: the GPUs differ (NVIDIA GeForce RTX 4090, NVIDIA "
             "GeForce RTX 3060)") in plan.reasons
     plan = build_plan(Request(recipe=RecipeSpec()), LINUX, same, interfaces=LINUX_IFACES)
-    assert plan.recipe.balance == "equal" and any("identical GPUs" in r for r in plan.reasons)
+    # The default on identical GPUs and on CPU ranks: equal batches, and no line about it among the reasons.
+    assert plan.recipe.balance == "equal" and not any("batch sized" in r or "equal batches" in r for r in plan.reasons)
     plan = build_plan(Request(recipe=RecipeSpec()), LINUX, cpu, interfaces=LINUX_IFACES)
-    assert plan.recipe.balance == "equal" and any("CPU ranks run at the same speed" in r for r in plan.reasons)
+    assert plan.recipe.balance == "equal" and not any("batch sized" in r or "equal batches" in r for r in plan.reasons)
     plan = build_plan(Request(recipe=RecipeSpec(), balance="measured"), LINUX, cpu, interfaces=LINUX_IFACES)
     assert plan.recipe.balance == "measured"
     plan = build_plan(Request(recipe=RecipeSpec(), balance="equal"), LINUX, mixed, interfaces=LINUX_IFACES)

@@ -305,7 +305,8 @@ def build_plan(request: Request, platform: Platform, machine: Machine,
         balanced = _balance(request, device, machine, gpus, int(world.value), per_rank)
         recipe = replace(recipe, batch_size=per_rank, workers=int(workers.value), balance=str(balanced.value))
         reasons.append(workers.reason)
-        reasons.append(balanced.reason)
+        if balanced.reason:
+            reasons.append(balanced.reason)
         lr = recipe.lr * (int(world.value) * recipe.accumulate if recipe.scale_lr else 1)
         reasons.append(batch_reason(eff, int(world.value), per_rank, recipe.accumulate,
                                     lr if recipe.scale_lr else None,

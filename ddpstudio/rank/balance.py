@@ -122,16 +122,19 @@ class ShareSampler:
             yield perm[start:start + share]
 
 
-def gather(per_sample: float, overhead: float, cap: int | None, device
+def gather(per_sample: float, overhead: float, cap: int | None, device, exchange: str
            ) -> tuple[list[float], list[float], list[int | None]]:
-    """Every rank's seconds per sample, seconds per step and memory cap, through one all-reduce."""
+    """Every rank's seconds per sample, seconds per step and memory cap, through one all-reduce (the staged
+    door, rank/staged.py: a CUDA tensor never reaches Gloo's all-reduce under the staged exchange)."""
     import torch
     import torch.distributed as dist
+
+    from ddpstudio.rank import staged
 
     world, rank = dist.get_world_size(), dist.get_rank()
     vector = torch.zeros(3 * world, dtype=torch.float64, device=device)
     vector[rank], vector[world + rank], vector[2 * world + rank] = per_sample, overhead, float(cap or 0)
-    dist.all_reduce(vector)
+    staged.all_reduce(vector, exchange)
     values = vector.cpu().tolist()
     return values[:world], values[world:2 * world], [int(c) if c else None for c in values[2 * world:]]
 

@@ -324,7 +324,7 @@ class Trainer:
             unused_cache = torch.cuda.memory_reserved(self.device) - torch.cuda.memory_allocated(self.device)
             cap = max(1, int(0.9 * (free + unused_cache) / per_sample_bytes))
         per_sample, overhead = balance.fit(n, t_full, half, t_half)
-        per_sample, overhead, caps = balance.gather(per_sample, overhead, cap, self.device)
+        per_sample, overhead, caps = balance.gather(per_sample, overhead, cap, self.device, self.plan.grad_exchange)
         try:
             shares = balance.split(per_sample, self.spec.batch_size * self.world_size, caps, overhead)
         except ValueError as exc:
