@@ -55,3 +55,24 @@ def kill_left(procs) -> None:
         if proc.poll() is None:
             proc.kill()
             proc.communicate(timeout=60)
+
+
+def checkpointed_side_by_side(home: Path, procs: dict) -> dict:
+    """Runs started side by side under ``home``, each with ``--checkpoint-dir home/ck-NAME``: every one's events
+    and last checkpoint once all exited 0. What a failure leaves is killed; none of home's processes is left."""
+    import psutil
+    import torch
+
+    from tests.conftest import processes_of
+
+    results = {}
+    try:
+        for name, proc in procs.items():
+            out, err = proc.communicate(timeout=240)
+            assert proc.returncode == 0, err[-3000:] + out[-3000:]
+            state = torch.load(home / f"ck-{name}" / "checkpoint.pt", map_location="cpu", weights_only=True)
+            results[name] = {"events": events(out), "checkpoint": state}
+    finally:
+        kill_left(procs.values())
+    assert not [p for p in processes_of(home) if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    return results

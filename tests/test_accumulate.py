@@ -13,14 +13,13 @@ import os
 import subprocess
 import sys
 
-import psutil
 import pytest
 import torch
 
 from ddpstudio.core import protocol
 from ddpstudio.rank.exchangecount import COUNT_ENV
-from tests.conftest import processes_of, seed_cache
-from tests.studio import events, final, kill_left, of_type
+from tests.conftest import seed_cache
+from tests.studio import checkpointed_side_by_side, final, of_type
 
 pytestmark = pytest.mark.slow
 STEPS = 6
@@ -42,18 +41,7 @@ def _start(home, name: str) -> subprocess.Popen:
 def runs(tmp_path_factory, warm_cache):
     """The same seeded run two ways, side by side: 2 x 16 accumulated, and 32 at once."""
     home = seed_cache(tmp_path_factory.mktemp("accumulate-home"), warm_cache)
-    procs = {name: _start(home, name) for name in SHAPES}
-    results = {}
-    try:
-        for name, proc in procs.items():
-            out, err = proc.communicate(timeout=240)
-            assert proc.returncode == 0, err[-3000:] + out[-3000:]
-            state = torch.load(home / f"ck-{name}" / "checkpoint.pt", map_location="cpu", weights_only=True)
-            results[name] = {"events": events(out), "checkpoint": state}
-    finally:
-        kill_left(procs.values())
-    assert not [p for p in processes_of(home) if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
-    return results
+    return checkpointed_side_by_side(home, {name: _start(home, name) for name in SHAPES})
 
 
 def test_two_micro_batches_of_16_train_as_one_batch_of_32(runs):
