@@ -23,6 +23,7 @@ import pytest
 from ddpstudio.core import cmdline
 from ddpstudio.core.platform import WINDOWS
 from tests.test_cmdline import PATH, tricky_lists
+from tests.wine import first_server_of
 
 SOURCE = Path(__file__).parent / "scripts" / "argv_dump.c"
 MINGW = "x86_64-w64-mingw32-gcc"
@@ -52,6 +53,7 @@ class Windows:
         self.env.update(WINEPREFIX=str(base / "prefix"), WINEDEBUG="-all", HOME=str(home), DISPLAY="",
                         XDG_DATA_HOME=str(home / "data"), XDG_CONFIG_HOME=str(home / "config"),
                         WINEDLLOVERRIDES="mscoree,mshtml,winemenubuilder.exe=d")
+        first_server_of(base / "prefix", self.env)
         subprocess.run(["wine", "wineboot", "-i"], env=self.env, capture_output=True, timeout=180, check=True)
 
     def ask(self, lines: list[str]) -> list[tuple[str, list[str]]]:

@@ -26,6 +26,8 @@ from pathlib import Path, PureWindowsPath
 import psutil
 import pytest
 
+from tests.wine import first_server_of
+
 REPO = Path(__file__).resolve().parents[1]
 STUB_SOURCE = REPO / "tests" / "scripts" / "wine_stub.c"
 RM_STANDIN_SOURCE = REPO / "tests" / "scripts" / "rstrtmgr_standin.c"
@@ -69,6 +71,7 @@ class Wine:
         )
 
     def boot(self) -> None:
+        first_server_of(self.prefix, self.env)
         subprocess.run(["wine", "wineboot", "-i"], env=self.env, capture_output=True, timeout=180, check=True)
         desktop = self.user / "Desktop"
         if desktop.is_symlink():  # Wine links it to $HOME; a real folder keeps shortcuts inside the prefix

@@ -56,6 +56,18 @@ def wine_env(prefix: Path, home: Path) -> dict[str, str]:
     return wine_env.wine_env(prefix, home)
 
 
+def first_server_of(prefix: Path, env: dict[str, str]) -> None:
+    """Make the empty ``prefix`` folder and wait until no wineserver answers for it, before its first program.
+
+    A server is found by the prefix folder's device and inode (dlls/ntdll/unix/server.c
+    ``setup_config_dir``: ``server_dir = init_server_dir( st.st_dev, st.st_ino )``). A new prefix that got
+    the inode of one deleted a moment ago (another test module's) reaches that prefix's dying server, and
+    wineboot exits with "could not load kernel32.dll" (seen twice in CI-like runs). ``wineserver -w``
+    returns at once when no server is there."""
+    prefix.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["wineserver", "-w"], env=env, stdin=subprocess.DEVNULL, capture_output=True, timeout=120)
+
+
 class WindowsBox:
     """A Wine prefix with the Windows runtime: runs its python.exe, maps paths, finds its processes."""
 
@@ -69,7 +81,7 @@ class WindowsBox:
     def boot(self) -> None:
         # Persistent: the server stays between programs. It forks into the background and keeps its
         # standard handles, so they are not pipes we would wait on.
-        self.prefix.mkdir(parents=True, exist_ok=True)
+        first_server_of(self.prefix, self.env)
         subprocess.run(["wineserver", "-p"], env=self.env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                        stderr=subprocess.DEVNULL, timeout=60, check=True)
         # Into a file: the services wineboot starts keep its standard handles open as long as the server lives.
