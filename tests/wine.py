@@ -62,10 +62,12 @@ def first_server_of(prefix: Path, env: dict[str, str]) -> None:
     A server is found by the prefix folder's device and inode (dlls/ntdll/unix/server.c
     ``setup_config_dir``: ``server_dir = init_server_dir( st.st_dev, st.st_ino )``). A new prefix that got
     the inode of one deleted a moment ago (another test module's) reaches that prefix's dying server, and
-    wineboot exits with "could not load kernel32.dll" (seen twice in CI-like runs). ``wineserver -w``
-    returns at once when no server is there."""
+    wineboot exits with "could not load kernel32.dll" (seen twice in CI-like runs). Such a server serves a
+    folder that is gone, so it is ended (``-k``) and waited for (``-w``); both return at once when no server
+    is there."""
     prefix.mkdir(parents=True, exist_ok=True)
-    subprocess.run(["wineserver", "-w"], env=env, stdin=subprocess.DEVNULL, capture_output=True, timeout=120)
+    for option in ("-k", "-w"):
+        subprocess.run(["wineserver", option], env=env, stdin=subprocess.DEVNULL, capture_output=True, timeout=120)
 
 
 class WindowsBox:
