@@ -79,18 +79,12 @@ def stage(state: StagedState, index: int, grad: torch.Tensor, world: int) -> tor
 
 def _launch(state: StagedState, grad: torch.Tensor, buf: torch.Tensor, group: Any) -> torch.futures.Future:
     """Start ``buf``'s all-reduce; the returned future completes once the result is back in ``grad``."""
-    result: torch.futures.Future = torch.futures.Future()
+    def copy_up(done: torch.futures.Future) -> torch.Tensor:  # runs in Gloo's thread; an error fails the future
+        done.value()  # re-raises a failed all-reduce
+        _copy_up(state, grad, buf)
+        return grad
 
-    def finish(done: torch.futures.Future) -> None:  # runs in Gloo's thread
-        try:
-            done.value()  # re-raises a failed all-reduce
-            _copy_up(state, grad, buf)
-            result.set_result(grad)
-        except Exception as error:  # noqa: BLE001 - DDP re-raises it from its wait
-            result.set_exception(error)
-
-    dist.all_reduce(buf, group=group, async_op=True).get_future().then(finish)
-    return result
+    return dist.all_reduce(buf, group=group, async_op=True).get_future().then(copy_up)
 
 
 def _copy_up(state: StagedState, grad: torch.Tensor, buf: torch.Tensor) -> None:

@@ -33,6 +33,7 @@ from ddpstudio.core.launch.tail import LineTail
 # SIGUSR1 dump and for dump_traceback on Windows.
 STACK_MARK = b"(most recent call first)"
 
+
 class HangFailure(RankFailure):
     """A stuck rank as the run's root cause: its summary is the finding itself."""
 
