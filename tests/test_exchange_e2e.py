@@ -1,9 +1,13 @@
 """Gradient exchange modes for real: two Gloo ranks on the CPU, the built-in recipe and a plain DDP script.
 
-fp16 tolerance (docs/exchange.md): after 10 steps of resnet18 (batch 8, lr 0.02)
-the parameters of the staged+fp16 run differ from the fp32 run's by 11% in
-relative L2 norm on this machine (fp16 rounding after one exchange is ~5e-4,
-then BatchNorm training from scratch amplifies it); the test allows 25%.
+The recipe runs train the built-in perceptron (``--model mlp``, 8x8 images): what is checked is the exchange
+(staged equals native, fp16 stays close), not the model, and resnet18 cost each of the six ranks a torchvision
+import and seconds of training (74 s of CPU for the three runs, 47 s with the perceptron). DDP's gradients in
+several buckets, each staged once in order, are checked in tests/test_staged_pipeline.py (``bucket_cap_mb``).
+
+fp16 tolerance: after 10 steps of the perceptron (batch 16, lr 0.05) the parameters of the staged+fp16 run
+differ from the fp32 run's by 5.8e-5 in relative L2 norm on this machine (no BatchNorm to amplify the
+rounding); the test allows 5e-4. docs/exchange.md gives resnet18's figure (11%, BatchNorm from scratch).
 """
 
 from __future__ import annotations
@@ -25,11 +29,11 @@ from tests.studio import SCRIPTS, ddpstudio, events, final, kill_left, of_type
 
 pytestmark = pytest.mark.slow
 STEPS = 10
-# Batch 16 at lr 0.01: resnet18's loss falls within 10 steps (2.77 -> 1.52 natively, 2 CPU ranks). Batch 8 at
-# lr 0.02 did not (2.34, 2.41, 3.04, 2.62, ...), so whether fp16 "still learns" was left to rounding luck.
-RECIPE = ["--max-steps", str(STEPS), "--batch-size", "16", "--image-size", "32", "--lr", "0.01",
+# Batch 16 at lr 0.05: the perceptron's loss falls within 10 steps (2.27 -> 1.24 natively, 2 CPU ranks); at
+# lr 0.01 it barely did (2.27 -> 2.07), so whether fp16 "still learns" would be left to rounding luck.
+RECIPE = ["--model", "mlp", "--max-steps", str(STEPS), "--batch-size", "16", "--image-size", "8", "--lr", "0.05",
           "--rendezvous-timeout", "60"]
-FP16_RELATIVE_TOLERANCE = 0.25
+FP16_RELATIVE_TOLERANCE = 5e-4
 
 
 KEYS = (("native", "none"), ("staged", "none"), ("staged", "fp16"))
@@ -100,9 +104,9 @@ def test_staged_fp16_is_close_and_still_learns(recipe_runs):
 
 
 def _script_run(*extra: str, script: str = "ddp_env_style.py", script_args: tuple[str, ...] = (),
-                state: str = "finished"):
+                state: str = "finished", env: dict[str, str] | None = None):
     res = ddpstudio("run", "--json", "--script", str(SCRIPTS / script), "--script-style", "env",
-                    "--rendezvous-timeout", "60", *extra, "--", *script_args)
+                    "--rendezvous-timeout", "60", *extra, "--", *script_args, env=env)
     assert res.returncode == protocol.EXIT_CODES[state], res.stderr + res.stdout[-3000:]
     evs = events(res.stdout)
     assert final(evs).get("state") == state
@@ -117,8 +121,20 @@ def _script_losses(lines: list[str]) -> list[float]:
     return [float(m.group(1)) for line in lines if (m := re.search(r"loss: ([0-9.]+)", line))]
 
 
-def test_plain_ddp_script_runs_staged_through_the_rank_helper(studio_home):
-    evs, lines = _script_run("--grad-exchange", "staged")
+@pytest.fixture(scope="module")
+def staged_script_run(tmp_path_factory, warm_cache):
+    """One staged run of the DDP script on CPU parameters (no seam), with ``find_unused_parameters=True``,
+    feeds two tests: the helper's staged exchange, and the used-parameter map not warned of on the CPU."""
+    home = seed_cache(tmp_path_factory.mktemp("staged-script-home"), warm_cache)
+    env = {k: v for k, v in os.environ.items() if k != STAGE_CPU_ENV}
+    run = _script_run("--grad-exchange", "staged", script_args=("10", "--find-unused"),
+                      env={**env, "DDPSTUDIO_HOME": str(home)})
+    assert not [p for p in processes_of(home) if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    return run
+
+
+def test_plain_ddp_script_runs_staged_through_the_rank_helper(staged_script_run):
+    evs, lines = staged_script_run
     joined = {e.rank: e for e in of_type(evs, protocol.RANK_JOINED)}
     assert set(joined) == {0, 1}
     for rank, ev in joined.items():
@@ -196,7 +212,8 @@ def test_ddps_own_used_map_all_reduce_is_warned_before_training(studio_home, mon
     assert len(_script_losses(lines[0])) == 3  # on the CPU the map's all-reduce works: the run trains
 
 
-def test_the_used_map_is_not_warned_where_no_gpu_tensor_meets_gloo(studio_home):
+def test_the_used_map_is_not_warned_where_no_gpu_tensor_meets_gloo(staged_script_run):
     """CPU parameters (no seam): the reducer's map is all-reduced in CPU memory, which Gloo does everywhere."""
-    evs, _ = _script_run("--grad-exchange", "staged", script_args=("3", "--find-unused"))
+    evs, _ = staged_script_run
+    assert any("--find-unused" in (e.get("command") or []) for e in of_type(evs, protocol.RANK_STARTED))
     assert not _used_map_warnings(evs)
