@@ -66,7 +66,7 @@ def test_args_style_script_runs_on_both_machines_with_global_and_local_ranks(stu
 
 def test_env_style_script_gets_torchruns_variables_on_each_machine(studio_home, nodes):
     host = nodes("host", "--nodes", "2", "--ranks-per-node", "2", "--ifname", "lo", "--join-timeout", "60",
-                 "--script", str(SCRIPTS / "ddp_env_style.py"), "--script-style", "env", "--", "4", "--show-ranks")
+                 "--script", str(SCRIPTS / "env_style.py"), "--script-style", "env", "--", "4", "--show-ranks")
     join = nodes("join", host.code(), "--join-timeout", "60")
     assert host.wait(120) == 0, host.stderr
     assert join.wait(60) == 0, join.stderr
@@ -77,7 +77,7 @@ def test_env_style_script_gets_torchruns_variables_on_each_machine(studio_home, 
         assert shown == {2 * group + i: f"env RANK={2 * group + i} LOCAL_RANK={i} WORLD_SIZE=4 LOCAL_WORLD_SIZE=2 "
                                         f"GROUP_RANK={group} MASTER_ADDR=127.0.0.1 MASTER_PORT={port}"
                          for i in (0, 1)}, shown
-        for rank in shown:  # the script prints the all-reduced (global) loss: it falls on every rank
+        for rank in shown:  # the script trains on the all-reduced gradient: the loss falls on every rank
             losses = [e.get("loss") for e in node.of(protocol.STEP) if e.rank == rank]
             assert len(losses) == 4 and losses[-1] < losses[0], (rank, losses)
 
@@ -144,7 +144,7 @@ def test_the_host_command_the_window_runs_keeps_the_scripts_own_arguments_last()
 
 
 def test_stopping_the_host_stops_the_script_ranks_on_both_machines(studio_home, nodes):
-    host = nodes("host", "--nodes", "2", *NODE, "--script", str(SCRIPTS / "ddp_env_style.py"), "--script-style",
+    host = nodes("host", "--nodes", "2", *NODE, "--script", str(SCRIPTS / "env_style.py"), "--script-style",
                  "env", "--", "1000000")
     join = nodes("join", host.code(), "--join-timeout", "60")
     for node in (host, join):
