@@ -328,8 +328,8 @@ def _first(paths: list[Path], wanted, deadline: float) -> protocol.Event:
 
 
 def _new_rank(agents: list[subprocess.Popen], old: set[int], deadline: float) -> psutil.Process:
-    """The first rank of the next attempt to start: a recipe process that an agent started (torchrun's ranks are
-    its own children) and that is none of ``old``."""
+    """A rank of the next attempt: a recipe process that an agent started (torchrun's ranks are its own
+    children) and that is none of ``old``."""
     while time.monotonic() < deadline:
         for agent in agents:
             try:
@@ -349,8 +349,8 @@ def test_torchrun_export_restarts_a_killed_rank_once_and_finishes(tmp_path, stud
     """``--max-restarts 1`` goes to torchrun: rank 1 killed mid-run, both agents start their ranks again (a new
     group: every rank joins twice, with new pids) and the second attempt trains to the end.
 
-    One rank of the second attempt starts late (held until the other has begun to meet, as a loaded node
-    does by chance): the early one must not take the killed group's addresses from the rendezvous store
+    One rank of the second attempt comes late (held for 3 s once the other has begun to meet, as on a loaded
+    node by chance): the early one must not take the killed group's addresses from the rendezvous store
     (core/jobs/shell.py restart_lines; without it, it waited for the dead rank until the deadline)."""
     steps = 10
     job = export(tmp_path / "job.sh", ["--to", "torchrun", "--nodes", "2", "--gpus-per-node", "1", "--host",
@@ -366,11 +366,10 @@ def test_torchrun_export_restarts_a_killed_rank_once_and_finishes(tmp_path, stud
     killed = _first(ranks[1:], lambda e: e.type == protocol.RANK_JOINED, deadline).get("pid")
     _first(ranks[:1], lambda e: e.type == protocol.STEP, deadline)
     os.kill(killed, signal.SIGKILL)
-    late = _new_rank(nodes, first, deadline)
+    early = _first(ranks, lambda e: e.type == protocol.RANK_MEETING and e.get("pid") not in first, deadline)
+    late = _new_rank(nodes, first | {early.get("pid")}, deadline)
     late.suspend()
     try:
-        _first(ranks, lambda e: e.type == protocol.RANK_MEETING and e.get("pid") not in {*first, late.pid},
-               deadline)
         time.sleep(3)  # the early rank goes on into init_process_group, to the store
     finally:
         late.resume()
