@@ -18,6 +18,8 @@ import pytest
 from ddpstudio.core import protocol
 from ddpstudio.core.plan import Plan, RecipeSpec, ScriptSpec
 from ddpstudio.core.rendezvous.ports import find_free_port
+from ddpstudio.rank.balance import SLOW_ENV
+from tests.conftest import processes_of
 
 STANDINS = Path(__file__).parent / "standins" / "slurm"
 VENV_BIN = str(Path(sys.executable).parent)  # torchrun lies beside the interpreter
@@ -66,18 +68,47 @@ def session_members(sid: int) -> list[psutil.Process]:
     return found
 
 
+@pytest.fixture
+def node_agents(studio_home):
+    """``start(job, run_dir, nodes, **env)``: that many torchrun node agents (``bash JOB``, each in a session of
+    its own). Pass or fail, every process of the run ends with the test: the agents' sessions, and the ranks,
+    which torchrun starts in sessions of their own (torch/distributed/elastic/multiprocessing/subprocess_handler/
+    subprocess_handler.py ``_popen``: ``kwargs["start_new_session"] = True``), so that killing an agent's
+    session leaves them running. They are found by this test's DDP Studio home in their command line (the run
+    folder lies in it) or environment (conftest.py ``processes_of``); then none may be left."""
+    started: list[subprocess.Popen] = []
+
+    def start(job: Path, run_dir: Path, count: int, **extra: str) -> list[subprocess.Popen]:
+        env = {**os.environ, "DDPSTUDIO_RUN_DIR": str(run_dir), "PATH": VENV_BIN + os.pathsep + os.environ["PATH"],
+               **extra}
+        started.extend(subprocess.Popen(["bash", str(job)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                        stdin=subprocess.DEVNULL, text=True, start_new_session=True)
+                       for _ in range(count))
+        return started[-count:]
+
+    yield start
+    for node in started:
+        stop_group(node)
+    found = processes_of(studio_home)
+    for proc in found:
+        try:
+            proc.kill()
+        except psutil.Error:
+            pass
+    _, alive = psutil.wait_procs(found, timeout=10)
+    assert not alive, f"processes of the run left running: {[p.pid for p in alive]}"
+
+
 @pytest.mark.slow
 @pytest.mark.posix_only("torchrun's elastic agent does not start on Windows wheels (pytorch #148283)")
 @pytest.mark.timeout(235)
-def test_torchrun_export_trains_on_two_node_agents_and_reads_as_a_run(tmp_path, studio_home):
+def test_torchrun_export_trains_on_two_node_agents_and_reads_as_a_run(tmp_path, studio_home, node_agents):
     port = find_free_port()
     job = export(tmp_path / "job.sh", ["--to", "torchrun", "--nodes", "2", "--gpus-per-node", "2", "--host",
                                        "127.0.0.1", "--port", str(port)], TRAIN)
     assert f"--rdzv-endpoint \"$HEAD_NODE:{port}\"" in job.read_text()
     run_dir = studio_home / "runs" / "from-torchrun"
-    env = {**os.environ, "DDPSTUDIO_RUN_DIR": str(run_dir), "PATH": VENV_BIN + os.pathsep + os.environ["PATH"]}
-    nodes = [subprocess.Popen(["bash", str(job)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              stdin=subprocess.DEVNULL, text=True, start_new_session=True) for _ in range(2)]
+    nodes = node_agents(job, run_dir, 2)
     deadline = time.monotonic() + 200
     try:
         outputs = [n.communicate(timeout=max(1.0, deadline - time.monotonic()))[0] for n in nodes]
@@ -280,3 +311,88 @@ def test_kubeflow_trainjob_parses_and_its_command_gets_the_runtimes_pet_settings
     assert args.max_restarts == 1 and args.training_script == "ddpstudio.rank.recipe"
     plan = json.loads((run_dir / "plan.json").read_text())
     assert (plan["world_size"], plan["backend"]) == (24, "nccl")
+
+
+def _first(paths: list[Path], wanted, deadline: float) -> protocol.Event:
+    """The first event in ``paths`` (ranks' events files, appended to as the ranks run) that ``wanted`` accepts."""
+    while time.monotonic() < deadline:
+        for path in paths:
+            if path.exists():
+                parser = protocol.EventParser()
+                for line in path.read_text(encoding="utf-8").splitlines():
+                    for e in parser.feed(line):
+                        if wanted(e):
+                            return e
+        time.sleep(0.05)
+    raise AssertionError(f"no such event in {[p.name for p in paths]} in time")
+
+
+def _new_rank(agents: list[subprocess.Popen], old: set[int], deadline: float) -> psutil.Process:
+    """A rank of the next attempt: a recipe process that an agent started (torchrun's ranks are its own
+    children) and that is none of ``old``."""
+    while time.monotonic() < deadline:
+        for agent in agents:
+            try:
+                for child in psutil.Process(agent.pid).children():
+                    if child.pid not in old and "ddpstudio.rank.recipe" in " ".join(child.cmdline()):
+                        return child
+            except psutil.Error:
+                continue
+        time.sleep(0.02)
+    raise AssertionError("no rank of a second attempt started in time")
+
+
+def _outputs(agents: list[subprocess.Popen], deadline: float, events_so_far) -> list[str]:
+    """What the agents printed, once they have ended; at the deadline, a failure that says where the ranks
+    had got to (the fixture then ends every process of the run)."""
+    try:
+        return [a.communicate(timeout=max(1.0, deadline - time.monotonic()))[0] for a in agents]
+    except subprocess.TimeoutExpired:
+        seen = [(rank, e.type, e.get("pid") or e.get("step")) for rank, evs in events_so_far().items()
+                for e in evs if e.type in (protocol.RANK_MEETING, protocol.RANK_JOINED, protocol.ERROR, protocol.EVAL)]
+        pytest.fail(f"the agents were still running at the deadline; the ranks' events so far: {seen}")
+
+
+@pytest.mark.slow
+@pytest.mark.posix_only("torchrun's elastic agent does not start on Windows wheels (pytorch #148283)")
+@pytest.mark.timeout(235)
+def test_torchrun_export_restarts_a_killed_rank_once_and_finishes(tmp_path, studio_home, node_agents):
+    """``--max-restarts 1`` goes to torchrun: rank 1 killed mid-run, both agents start their ranks again (a new
+    group: every rank joins twice, with new pids) and the second attempt trains to the end.
+
+    One rank of the second attempt comes late (held for 3 s once the other has begun to meet, as on a loaded
+    node by chance): the early one must not take the killed group's addresses from the rendezvous store
+    (core/jobs/shell.py restart_lines; without it the new group never connected and both agents failed)."""
+    steps = 10
+    job = export(tmp_path / "job.sh", ["--to", "torchrun", "--nodes", "2", "--gpus-per-node", "1", "--host",
+                                       "127.0.0.1", "--port", str(find_free_port()), "--max-restarts", "1"],
+                 [*TRAIN[:-1], str(steps)])
+    assert "--max-restarts 1" in job.read_text()
+    run_dir = studio_home / "runs" / "restarted"
+    ranks = [run_dir / "events" / f"rank{r}.jsonl" for r in (0, 1)]
+    # Rank 1 takes 0.4 s a step (8 samples x 0.05 s): the kill after rank 0's first step lands mid-run.
+    nodes = node_agents(job, run_dir, 2, **{SLOW_ENV: "1:0.05"})
+    deadline = time.monotonic() + 170  # the run took 63-105 s at load 3-11, about 150 s at load 15-20
+    first = {_first([path], lambda e: e.type == protocol.RANK_JOINED, deadline).get("pid") for path in ranks}
+    killed = _first(ranks[1:], lambda e: e.type == protocol.RANK_JOINED, deadline).get("pid")
+    _first(ranks[:1], lambda e: e.type == protocol.STEP, deadline)
+    os.kill(killed, signal.SIGKILL)
+    early = _first(ranks, lambda e: e.type == protocol.RANK_MEETING and e.get("pid") not in first, deadline)
+    late = _new_rank(nodes, first | {early.get("pid")}, deadline)
+    late.suspend()
+    try:
+        time.sleep(3)  # the early rank goes on into init_process_group, to the store
+    finally:
+        late.resume()
+    outputs = _outputs(nodes, deadline, lambda: rank_events(run_dir))
+    assert [n.returncode for n in nodes] == [0, 0], outputs
+    for n in nodes:
+        assert session_members(n.pid) == []
+
+    events = rank_events(run_dir)
+    pids = {rank: [e.get("pid") for e in evs if e.type == protocol.RANK_JOINED] for rank, evs in events.items()}
+    assert sorted(pids) == [0, 1] and all(len(p) == 2 and p[0] != p[1] for p in pids.values()), pids
+    assert pids[1][0] == killed and late.pid in {pids[0][1], pids[1][1]}
+    steps_done = [e.get("step") for e in events[0] if e.type == protocol.GLOBAL_STEP]
+    restart_at = steps_done.index(1, 1)  # the second attempt counts from step 1 again
+    assert 0 < restart_at < steps and steps_done[restart_at:] == list(range(1, steps + 1)), steps_done

@@ -20,7 +20,7 @@ def render(job: Job, accelerator: str = "A100") -> str:
     cuda = job.plan.device == "cuda"
     run = ['HEAD_NODE="$(echo "$SKYPILOT_NODE_IPS" | head -n1)"',
            'echo "DDP Studio: node $SKYPILOT_NODE_RANK of $SKYPILOT_NUM_NODES, rendezvous at $HEAD_NODE"',
-           *shell.run_dir_lines(job, f"$HOME/ddpstudio-runs/{job.plan.run_id}"),
+           *shell.run_dir_lines(job, f"$HOME/ddpstudio-runs/{job.plan.run_id}"), *shell.restart_lines(job),
            shell.torchrun_words(job, '"$SKYPILOT_NUM_NODES"', f'"$HEAD_NODE:{shape.port}"', job.plan.run_id,
                                 '"$SKYPILOT_NUM_GPUS_PER_NODE"' if cuda else None)]
     task = {"name": f"ddpstudio-{job.plan.run_id}", "num_nodes": shape.nodes,

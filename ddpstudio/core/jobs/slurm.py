@@ -20,6 +20,7 @@ def render(job: Job) -> str:
     lines = ["#!/bin/bash", *sbatch, *shell.header(job, "SLURM", left), "set -euo pipefail",
              'HEAD_NODE="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n1)"',
              *shell.run_dir_lines(job, f"$HOME/ddpstudio-runs/{job.plan.run_id}-$SLURM_JOB_ID"),
+             *shell.restart_lines(job),
              f'srun --nodes="$SLURM_JOB_NUM_NODES" --ntasks-per-node=1 '
              + shell.torchrun_words(job, '"$SLURM_JOB_NUM_NODES"', f'"$HEAD_NODE:{shape.port}"',
                                     '"$SLURM_JOB_ID"')]

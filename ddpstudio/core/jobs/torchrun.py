@@ -22,6 +22,6 @@ def render(job: Job) -> str:
         left = (f"run this script on each of the {shape.nodes} node(s) with HEAD_NODE set to the first node's "
                 f"address (its port {shape.port} must be open to the others)")
     lines = ["#!/usr/bin/env bash", *shell.header(job, "torchrun", left), "set -euo pipefail", head,
-             *shell.run_dir_lines(job, f"$HOME/ddpstudio-runs/{job.plan.run_id}"),
+             *shell.run_dir_lines(job, f"$HOME/ddpstudio-runs/{job.plan.run_id}"), *shell.restart_lines(job),
              "exec " + shell.torchrun_words(job, str(shape.nodes), f'"$HEAD_NODE:{shape.port}"', job.plan.run_id)]
     return "\n".join(lines) + "\n"
