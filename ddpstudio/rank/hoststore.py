@@ -10,9 +10,11 @@ read from the URL's query or ``USE_LIBUV`` (``_get_use_libuv_from_query_dict``) 
 passed on the other branch only. Windows wheels are built without libuv, and the
 constructor refuses it before looking at ``is_master`` ("use_libuv was requested but
 PyTorch was built without libuv support": pytorch #148283, #139990). So the rank
-builds the same client with ``use_libuv=False`` and hands it to
-``init_process_group(store=...)`` (which wraps it in ``PrefixStore("default_pg")``
-as it would its own). A client never runs libuv's server, so this is done on every
+builds the same client with ``use_libuv=False``, under the ``PrefixStore("default_pg")``
+that ``init_process_group`` puts over a store it builds itself and not over one passed in
+(``distributed_c10d.py``: that line sits in its ``if store is None`` branch), and hands
+it to ``init_process_group(store=...)``: the group's keys are where torch would put them,
+so a rank whose torch built its own client meets this one. A client never runs libuv's server, so this is done on every
 platform: one path, which the Linux tests run too.
 
 Light to import (the rank helper loads it before the script's torch is whole).
@@ -67,7 +69,7 @@ def with_host_store(arguments: dict[str, Any]) -> dict[str, Any]:
     host, port, query = endpoint
     from datetime import timedelta
 
-    from torch.distributed import TCPStore
+    from torch.distributed import PrefixStore, TCPStore
     from torch.distributed.constants import default_pg_timeout
 
     rank = _number(arguments.get("rank"), query, "rank", "RANK")
@@ -75,6 +77,6 @@ def with_host_store(arguments: dict[str, Any]) -> dict[str, Any]:
     timeout = arguments.get("timeout") or default_pg_timeout
     if not isinstance(timeout, timedelta):
         timeout = timedelta(seconds=float(timeout))
-    store = TCPStore(host, port, world_size, False, timeout, use_libuv=False)
+    store = PrefixStore("default_pg", TCPStore(host, port, world_size, False, timeout, use_libuv=False))
     kept = {k: v for k, v in arguments.items() if k != "init_method"}
     return {**kept, "store": store, "rank": rank, "world_size": world_size}
