@@ -87,3 +87,38 @@ def test_progress_bar_redraws_are_read_at_every_update(tmp_path):
     assert plain.read_lines(final=True)[-2:] == ["Windows line", "last"]
     tail.close()
     plain.close()
+
+
+def _unfiltered(line: str):
+    """parse_loss as it read before its cheap first looks (lossparse._LOSS_HINT, _EVAL_HINT): the full patterns
+    on every line."""
+    from ddpstudio.core.launch import lossparse
+
+    match = lossparse._LOSS.search(line)
+    if not match:
+        return None
+    try:
+        loss = float(match.group("value").replace(",", ""))
+    except ValueError:
+        return None
+    prefix = (match.group("prefix") or "").strip(" _").lower()
+    is_eval = prefix not in ("", "train", "training") or (prefix == "" and bool(lossparse._EVAL_LINE.search(line)))
+    step_match = lossparse._STEP.search(line)
+    step = None
+    if step_match and (step_match.group("step") or step_match.group("bar")):
+        step = int(step_match.group("step") or step_match.group("bar"))
+    return lossparse.Reading(loss, step, is_eval)
+
+
+@pytest.mark.parametrize("line", [
+    # near misses of "loss" and of the evaluation words, in every case the patterns fold
+    "lossless 3.0", "gloss 0.5", "floss: 0.7", "my.loss 0.2", "los 0.5", "l o s s 0.5", "lo ss: 1", "LOSS 2.5",
+    "lOsS=0.1", "lo\u017fs 0.3", "LO\u017fS 0.3", "lo\u00dfs 0.1", "lo\u00df 0.1", "\u0142oss 0.2", "loss\u00a00.4",
+    "test loss 0.5", "TEST: [1/2] Loss 0.5", "te\u017ft: [1/2] Loss 0.5", "contest loss 0.2", "latest loss 0.3",
+    "interval loss 0.4", "value loss 0.2", "eval loss 0.2", "evaluation loss 0.6", "Validation Loss 0.7",
+    "validated loss 0.3", "VAL_LOSS 0.9", "retest set loss 0.1", "test sets loss 0.1", "dev_loss 0.2",
+    "step 3 val 4 loss 0.5", "it 3 loss 0.2", "iteration 9 loss 0.1", "| 3/9 [ loss 0.3", "[ 4/9] loss 0.4",
+    "\u200bloss 0.5", "\u0130t 5 loss 0.5", "", " ", "loss", "val", "test",
+])
+def test_the_first_looks_keep_exactly_the_full_patterns_matches(line):
+    assert parse_loss(line) == _unfiltered(line)
