@@ -30,6 +30,9 @@ def encode(obj: Any) -> str:
         return _ENCODER.encode(obj)
     return "".join(_C_ENCODE(obj, 0))
 
+
+_DECODER = json.JSONDecoder()  # what json.loads uses when given no options
+
 SCHEMA_VERSION = 1
 
 # The launcher sets this for every rank; ranks append their events under it.
@@ -177,8 +180,13 @@ class EventParser:
         if not line.startswith("{"):
             return []
         try:
-            raw = json.loads(line)
+            # json.loads minus its two whitespace matches (the line is stripped) and its layers: the decoder's
+            # C scanner, the whole line or nothing, as loads does (Lib/json/decoder.py ``decode``: "Extra data").
+            # The CLI parses two events per line a script prints (issue 20).
+            raw, end = _DECODER.raw_decode(line)
         except ValueError:
+            return []
+        if end != len(line):
             return []
         if not isinstance(raw, dict):
             return []
