@@ -1,4 +1,5 @@
 import math
+import re
 
 import pytest
 
@@ -87,3 +88,23 @@ def test_progress_bar_redraws_are_read_at_every_update(tmp_path):
     assert plain.read_lines(final=True)[-2:] == ["Windows line", "last"]
     tail.close()
     plain.close()
+
+
+@pytest.mark.parametrize("line", [
+    # near misses of "loss" and of the evaluation words, in every case the patterns fold
+    "lossless 3.0", "gloss 0.5", "floss: 0.7", "my.loss 0.2", "los 0.5", "l o s s 0.5", "lo ss: 1", "LOSS 2.5",
+    "lOsS=0.1", "lo\u017fs 0.3", "LO\u017fS 0.3", "lo\u00dfs 0.1", "lo\u00df 0.1", "\u0142oss 0.2", "loss\u00a00.4",
+    "test loss 0.5", "TEST: [1/2] Loss 0.5", "te\u017ft: [1/2] Loss 0.5", "contest loss 0.2", "latest loss 0.3",
+    "interval loss 0.4", "value loss 0.2", "eval loss 0.2", "evaluation loss 0.6", "Validation Loss 0.7",
+    "validated loss 0.3", "VAL_LOSS 0.9", "retest set loss 0.1", "test sets loss 0.1", "dev_loss 0.2",
+    "step 3 val 4 loss 0.5", "it 3 loss 0.2", "iteration 9 loss 0.1", "| 3/9 [ loss 0.3", "[ 4/9] loss 0.4",
+    "\u200bloss 0.5", "\u0130t 5 loss 0.5", "", " ", "loss", "val", "test",
+])
+def test_the_first_looks_keep_exactly_the_full_patterns_matches(line, monkeypatch):
+    from ddpstudio.core.launch import lossparse
+
+    found = parse_loss(line)
+    # Without the cheap first looks (lossparse._LOSS_HINT, _EVAL_HINT): the full patterns on every line.
+    monkeypatch.setattr(lossparse, "_LOSS_HINT", re.compile(""))
+    monkeypatch.setattr(lossparse, "_EVAL_HINT", re.compile(""))
+    assert found == parse_loss(line)

@@ -66,24 +66,45 @@ class ProgressView:
         # The script's output lines printed here lately, per rank: a root cause's traceback tail that is
         # among them was on the screen already and is not printed twice (issue 27).
         self.shown: dict[int | None, collections.deque[str]] = {}
+        self._batched = False  # inside feed_all: one flush at its end
 
     def feed(self, event: protocol.Event) -> None:
         handler = getattr(self, f"_handle_{event.type}", None)
         if handler is not None:
             handler(event)
 
+    def feed_all(self, events: list[protocol.Event]) -> None:
+        """Several events, the text flushed once at the end (what one read of the stream brought)."""
+        self._batched = True
+        try:
+            for event in events:
+                self.feed(event)
+        finally:
+            self._batched = False
+            self.out.flush()
+
+    @property
+    def unread(self) -> frozenset[str]:
+        """Event types this view has no handler for: a stream reader may leave them unparsed (such as a
+        rank's own ``step``, one per line a script prints; the view shows the global steps)."""
+        return frozenset(t for t in protocol.KNOWN_TYPES if not hasattr(self, f"_handle_{t}"))
+
+    def _flush(self) -> None:
+        if not self._batched:
+            self.out.flush()
+
     def _print(self, text: str) -> None:
         if self.tty and self.last_line:
             self.out.write("\r\033[K")
         self.out.write(text + "\n")
         self.last_line = ""
-        self.out.flush()
+        self._flush()
 
     def _status(self, text: str) -> None:
         if self.tty:
             self.out.write("\r\033[K" + text)
             self.last_line = text
-            self.out.flush()
+            self._flush()
 
     def _handle_run_started(self, ev: protocol.Event) -> None:
         ranks = f"{ev.get('world_size')} ranks" if ev.get("world_size") else "ranks started by the script"

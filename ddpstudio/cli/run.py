@@ -313,11 +313,12 @@ def _launch(plan, args: argparse.Namespace, session=None) -> int:
             return fail(f"cannot start the run in {plan.run_dir}: {exc.strerror or exc}")
         if stopping:
             session.stop()
-        for event in session.events():
+        # A batch per read of the launcher's stream, one flush each (issue 20: per-line CPU is the ranks').
+        for batch in session.batches(unread=view.unread if view is not None else frozenset()):
             if view is not None:
-                view.feed(event)
+                view.feed_all(batch)
             else:
-                sys.stdout.write(event.to_line() + "\n")
+                sys.stdout.write("".join(event.to_line() + "\n" for event in batch))
                 sys.stdout.flush()
     finally:
         # The run is over (or this process is ending): a late Ctrl+C, often the impatient second one,

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 _PLAIN = r"[-+]?(?:\d{1,3}(?:,\d{3})+(?:\.\d*)?|\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|inf"
 _VALUE = rf"(?:tensor\(\s*)?(?P<value>{_PLAIN})"
@@ -26,13 +26,19 @@ _LOSS = re.compile(
 # A line that is about held-out data, wherever it says so (ImageNet's "Test: [ 10/196] ... Loss 1.2").
 _EVAL_LINE = re.compile(r"^\W*(?:test|val|valid|validation|eval|evaluation)\b|\btest set\b|\bvalidation\b",
                         re.IGNORECASE)
+# Readings are tuples (NamedTuple), not frozen dataclasses, which are slower to make: one per loss line.
+# Cheap first looks (issue 20: the launcher reads hundreds of lines a second per rank). Each is a substring
+# that every match of the full pattern contains, searched with the same case rules (re.IGNORECASE, so
+# "loſs" stays a loss line), so a line they miss can never match: the same matches, fewer tries. On a
+# line without "loss", _LOSS's look-behind at every position costs about 8 times _LOSS_HINT.
+_LOSS_HINT = re.compile("loss", re.IGNORECASE)
+_EVAL_HINT = re.compile("test|val", re.IGNORECASE)  # "eval", "evaluation" and "validation" contain "val"
 _STEP = re.compile(r"(?:\bstep|\biter(?:ation)?|\bit)\s*[:=#]?\s*(?P<step>\d+)"
                    r"|\|\s*(?P<bar>\d+)/\d+\s*\["  # a tqdm bar: " 10/500 [00:01<..."
                    r"|\[\s*(?P<batch>\d+)\s*/\s*\d+\s*\]", re.IGNORECASE)
 
 
-@dataclass(frozen=True)
-class Reading:
+class Reading(NamedTuple):
     """A loss found in one line: training or evaluation, and the step the line named (if any)."""
 
     loss: float
@@ -42,7 +48,7 @@ class Reading:
 
 def parse_loss(line: str) -> Reading | None:
     """The loss a progress line reports, or None."""
-    match = _LOSS.search(line)
+    match = _LOSS.search(line) if _LOSS_HINT.search(line) else None
     if not match:
         return None
     try:
@@ -50,7 +56,8 @@ def parse_loss(line: str) -> Reading | None:
     except ValueError:
         return None
     prefix = (match.group("prefix") or "").strip(" _").lower()
-    is_eval = prefix not in ("", "train", "training") or (prefix == "" and bool(_EVAL_LINE.search(line)))
+    is_eval = prefix not in ("", "train", "training") or (
+        prefix == "" and _EVAL_HINT.search(line) is not None and _EVAL_LINE.search(line) is not None)
     step_match = _STEP.search(line)
     step = None
     if step_match and (step_match.group("step") or step_match.group("bar")):
@@ -58,8 +65,7 @@ def parse_loss(line: str) -> Reading | None:
     return Reading(loss, step, is_eval)
 
 
-@dataclass(frozen=True)
-class Scraped:
+class Scraped(NamedTuple):
     """What a line adds to the run: a training step or an evaluation at the current step."""
 
     step: int

@@ -15,8 +15,7 @@ reported value replaces a scraped one for the mean.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from ddpstudio.core import protocol
 
@@ -25,18 +24,18 @@ SETTLE_STEPS = 2  # a step's mean is final once all ranks gave it, or this many 
 CARRIED = ("total_steps", "epoch", "lr")  # report.step extras the global step passes on (rank 0's first)
 
 
-@dataclass(frozen=True)
-class Value:
+# Tuples, not frozen dataclasses: one of each per line a script prints, and a frozen dataclass's __init__
+# sets each field through object.__setattr__ (issue 20: the launcher's CPU per line).
+class Value(NamedTuple):
     """One rank's reading of one step."""
 
     loss: float | None
     samples_per_s: float | None
     reported: bool  # from report.step (True) or from a scraped line (False)
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any]
 
 
-@dataclass(frozen=True)
-class Held:
+class Held(NamedTuple):
     """A scraped step waiting to learn whether its rank reports steps itself."""
 
     event: protocol.Event
@@ -72,10 +71,12 @@ class ScriptSteps:
     def release(self, rank: int, now: float, final: bool = False) -> list[protocol.Event]:
         """The rank's scraped steps held long enough (all with ``final``): to emit."""
         held = self._held.get(rank, [])
-        ready = [h for h in held if final or now - h.read_t >= HOLD_S]
-        if not ready:
+        # Held in the order read (read_t grows): the ready ones are the first, and the scan stops at the first
+        # that is not, instead of going over a second's worth of lines at every poll.
+        count = len(held) if final else next((i for i, h in enumerate(held) if now - h.read_t < HOLD_S), len(held))
+        if not count:
             return []
-        self._held[rank] = held[len(ready):]
+        ready, self._held[rank] = held[:count], held[count:]
         for h in ready:
             if h.event.type == protocol.STEP:
                 self._add(h.event, reported=False)
@@ -92,8 +93,9 @@ class ScriptSteps:
         values = self._pending.setdefault(step, {})
         old = values.get(ev.rank)
         if old is None or reported or not old.reported:
-            values[ev.rank] = Value(_number(ev.get("loss")), _number(ev.get("samples_per_s")), reported,
-                                    {k: ev.get(k) for k in CARRIED if ev.get(k) is not None})
+            data = ev.data
+            values[ev.rank] = Value(_number(data.get("loss")), _number(data.get("samples_per_s")), reported,
+                                    {k: data[k] for k in CARRIED if data.get(k) is not None})
 
     def settle(self, final: bool = False) -> list[protocol.Event]:
         """The global steps now complete, in step order; ``final`` (the run is over): all that wait,

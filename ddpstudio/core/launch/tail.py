@@ -39,6 +39,8 @@ class LineTail:
         if final and self._partial:
             lines.append(self._partial)
             self._partial = b""
+        if b"\r" not in data:  # no progress bar, no \r\n: each line is one segment (issue 20: per-line CPU)
+            return [(self._decode(line), False) for line in lines]
         out: list[tuple[str, bool]] = []
         for line in lines:
             out += self._split(line.rstrip(b"\r"), redraws)
