@@ -1,0 +1,79 @@
+"""The hang watch's own cost per step (``--hang-timeout``, issue 25 §3): steps/s with the watch off and on.
+
+    .venv/bin/python benchmarks/hangwatch.py [--steps 400] [--warmup 20] [--rounds 5] [--json hangwatch.json]
+
+Each round runs the built-in ``mlp`` (8 px, batch 16, two Gloo ranks on the CPU, no DataLoader workers)
+twice, ``--hang-timeout 0`` (not watched: no heartbeat thread, no phase marks, the launcher reads no beats)
+and the default (45 s: phases marked every step, a beat every 4.5 s), the order alternating between rounds
+so that drift on a shared machine hits both. A tiny model is the worst case: its steps are short, so a fixed
+cost per step weighs most. Steps/s come from rank 0's step stamps after ``--warmup`` steps
+(core/bench/timing.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from ddpstudio.core import protocol  # noqa: E402
+from ddpstudio.core.bench.timing import StepSummary, measured_step_times, rank0_step_stamps  # noqa: E402
+from ddpstudio.core.plan import Plan  # noqa: E402
+
+WATCH = {"off": 0.0, "on": Plan.hang_timeout}  # --hang-timeout: 0 turns the watch off
+
+
+def run(kind: str, args: argparse.Namespace, home: Path) -> float:
+    """One ``ddpstudio run``: rank 0's steps per second after the warm-up."""
+    argv = [sys.executable, "-m", "ddpstudio", "run", "--json", "--model", "mlp", "--image-size", "8",
+            "--batch-size", "16", "--workers", "0", "--world-size", "2", "--epochs", "100", "--max-steps",
+            str(args.steps), "--hang-timeout", f"{WATCH[kind]:g}"]
+    env = {**os.environ, "DDPSTUDIO_HOME": str(home)}
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=900)
+    if done.returncode != 0:
+        raise SystemExit(f"watch {kind}: exit {done.returncode}\n{done.stderr[-2000:]}")
+    parser = protocol.EventParser()
+    evs = [ev for line in done.stdout.splitlines() for ev in parser.feed(line)]
+    return StepSummary.of(measured_step_times(rank0_step_stamps(evs), args.warmup)).steps_per_s
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--steps", type=int, default=400)
+    p.add_argument("--warmup", type=int, default=20)
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--json", metavar="FILE")
+    args = p.parse_args(argv)
+    rounds, load = [], [os.getloadavg()[0]]
+    with tempfile.TemporaryDirectory(prefix="ddpstudio-hangwatch-") as home:
+        for i in range(args.rounds):
+            order = tuple(WATCH) if i % 2 == 0 else tuple(reversed(tuple(WATCH)))
+            rounds.append({kind: run(kind, args, Path(home)) for kind in order})
+            load.append(os.getloadavg()[0])
+    print(f"mlp 8 px, batch 16 per rank, 2 Gloo ranks on the CPU, {args.steps} steps ({args.warmup} warm-up); "
+          f"{os.cpu_count()} cores, 1-minute load average {min(load):.1f} to {max(load):.1f}\n")
+    print("| round | watch off (steps/s) | watch on, 45 s (steps/s) | on / off |")
+    print("|---|---|---|---|")
+    ratios = []
+    for i, r in enumerate(rounds, 1):
+        ratios.append(r["on"] / r["off"])
+        print(f"| {i} | {r['off']:.1f} | {r['on']:.1f} | {ratios[-1]:.3f} |")
+    print(f"| median | {statistics.median(r['off'] for r in rounds):.1f} | "
+          f"{statistics.median(r['on'] for r in rounds):.1f} | {statistics.median(ratios):.3f} "
+          f"({min(ratios):.3f} to {max(ratios):.3f}) |")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"args": vars(args), "load": load, "rounds": rounds}, indent=1),
+                                   encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
