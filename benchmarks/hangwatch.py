@@ -13,7 +13,6 @@ cost per step weighs most. Steps/s come from rank 0's step stamps after ``--warm
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
@@ -27,6 +26,7 @@ sys.path.insert(0, str(REPO))
 from ddpstudio.core import protocol  # noqa: E402
 from ddpstudio.core.bench.timing import StepSummary, measured_step_times, rank0_step_stamps  # noqa: E402
 from ddpstudio.core.plan import Plan  # noqa: E402
+from rounds import machine_load, rotate, save  # noqa: E402
 
 WATCH = {"off": 0.0, "on": Plan.hang_timeout}  # --hang-timeout: 0 turns the watch off
 
@@ -52,14 +52,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--json", metavar="FILE")
     args = p.parse_args(argv)
-    rounds, load = [], [os.getloadavg()[0]]
     with tempfile.TemporaryDirectory(prefix="ddpstudio-hangwatch-") as home:
-        for i in range(args.rounds):
-            order = tuple(WATCH) if i % 2 == 0 else tuple(reversed(tuple(WATCH)))
-            rounds.append({kind: run(kind, args, Path(home)) for kind in order})
-            load.append(os.getloadavg()[0])
+        rounds, load = rotate(tuple(WATCH), args.rounds, lambda kind: run(kind, args, Path(home)))
     print(f"mlp 8 px, batch 16 per rank, 2 Gloo ranks on the CPU, {args.steps} steps ({args.warmup} warm-up); "
-          f"{os.cpu_count()} cores, 1-minute load average {min(load):.1f} to {max(load):.1f}\n")
+          f"{machine_load(load)}\n")
     print("| round | watch off (steps/s) | watch on, 45 s (steps/s) | on / off |")
     print("|---|---|---|---|")
     ratios = []
@@ -69,9 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"| median | {statistics.median(r['off'] for r in rounds):.1f} | "
           f"{statistics.median(r['on'] for r in rounds):.1f} | {statistics.median(ratios):.3f} "
           f"({min(ratios):.3f} to {max(ratios):.3f}) |")
-    if args.json:
-        Path(args.json).write_text(json.dumps({"args": vars(args), "load": load, "rounds": rounds}, indent=1),
-                                   encoding="utf-8")
+    save(args.json, args, load, rounds)
     return 0
 
 

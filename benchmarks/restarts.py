@@ -20,7 +20,6 @@ The load average is read before and after, since a busy machine stretches every 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import signal
 import statistics
@@ -34,6 +33,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from ddpstudio.core import protocol  # noqa: E402
+from rounds import machine_load, rotate, save  # noqa: E402
 
 KINDS = ("steady", "killed")
 
@@ -90,15 +90,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--json", metavar="FILE")
     args = p.parse_args(argv)
-    rounds, load = [], [os.getloadavg()[0]]
     with tempfile.TemporaryDirectory(prefix="ddpstudio-restarts-") as home:
-        for i in range(args.rounds):
-            order = KINDS if i % 2 == 0 else tuple(reversed(KINDS))
-            rounds.append({kind: run(kind, args, Path(home)) for kind in order})
-            load.append(os.getloadavg()[0])
+        rounds, load = rotate(KINDS, args.rounds, lambda kind: run(kind, args, Path(home)))
     print(f"mlp 8 px, batch 16 per rank, 2 Gloo ranks on the CPU, {args.steps} steps, a checkpoint every "
           f"{args.checkpoint_every}, rank 1 killed (SIGKILL) at step {args.kill_at}, --max-restarts 1; "
-          f"{os.cpu_count()} cores, 1-minute load average {min(load):.1f} to {max(load):.1f}\n")
+          f"{machine_load(load)}\n")
     print("| round | kill to restart (s) | kill to training again (s) | steps trained again | run killed (s) "
           "| run not killed (s) | extra (s) |")
     print("|---|---|---|---|---|---|---|")
@@ -113,9 +109,7 @@ def main(argv: list[str] | None = None) -> int:
           f"| {statistics.median(k['lost_steps'] for k in killed):g} | {_spread([k['total_s'] for k in killed])} "
           f"| {_spread([r['steady']['total_s'] for r in rounds])} "
           f"| {_spread([r['killed']['total_s'] - r['steady']['total_s'] for r in rounds])} |")
-    if args.json:
-        Path(args.json).write_text(json.dumps({"args": vars(args), "load": load, "rounds": rounds}, indent=1),
-                                   encoding="utf-8")
+    save(args.json, args, load, rounds)
     return 0
 
 
