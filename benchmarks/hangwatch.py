@@ -8,6 +8,12 @@ and the default (45 s: phases marked every step, a beat every 4.5 s), the order 
 so that drift on a shared machine hits both. A tiny model is the worst case: its steps are short, so a fixed
 cost per step weighs most. Steps/s come from rank 0's step stamps after ``--warmup`` steps
 (core/bench/timing.py).
+
+The recipe marks its phases whether the watch is on or off (off, its ``Heartbeat`` is never started), so
+the two differ only by the beat thread and the launcher reading its beats. What every step pays either way,
+``Heartbeat.mark`` (3 x ``--accumulate`` + 2 calls a step: data, forward, backward per micro-batch, then
+optimizer and exchange), is timed on its own too (``timeit``, this process): a figure a busy machine cannot
+drown, as it drowns the steps/s of two ranks.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import timeit
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -26,9 +33,17 @@ sys.path.insert(0, str(REPO))
 from ddpstudio.core import protocol  # noqa: E402
 from ddpstudio.core.bench.timing import StepSummary, measured_step_times, rank0_step_stamps  # noqa: E402
 from ddpstudio.core.plan import Plan  # noqa: E402
+from ddpstudio.rank.heartbeat import Heartbeat  # noqa: E402
 from rounds import machine_load, rotate, save  # noqa: E402
 
 WATCH = {"off": 0.0, "on": Plan.hang_timeout}  # --hang-timeout: 0 turns the watch off
+MARKS_PER_STEP = 5  # rank/recipe.py without accumulation: data, forward, backward, optimizer, exchange
+
+
+def mark_seconds(calls: int = 1_000_000) -> float:
+    """Seconds per ``Heartbeat.mark`` call, the best of five timings."""
+    beat = Heartbeat()
+    return min(timeit.repeat(lambda: beat.mark("forward", 7), number=calls, repeat=5)) / calls
 
 
 def run(kind: str, args: argparse.Namespace, home: Path) -> float:
@@ -65,6 +80,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"| median | {statistics.median(r['off'] for r in rounds):.1f} | "
           f"{statistics.median(r['on'] for r in rounds):.1f} | {statistics.median(ratios):.3f} "
           f"({min(ratios):.3f} to {max(ratios):.3f}) |")
+    mark = mark_seconds()
+    step = 1.0 / statistics.median(r["off"] for r in rounds)
+    print(f"\nHeartbeat.mark: {mark * 1e9:.0f} ns a call, {MARKS_PER_STEP} a step: {MARKS_PER_STEP * mark * 1e6:.2f} us "
+          f"a step, {MARKS_PER_STEP * mark / step:.4%} of the median step ({step * 1e3:.1f} ms)")
     save(args.json, args, load, rounds)
     return 0
 
