@@ -12,8 +12,9 @@ between rounds, so drift on a shared machine hits both):
   rank 0, cleans the store and starts both again from the last checkpoint.
 
 Measured on the wall clock of this machine (the ranks stamp their events with it): kill to the launcher's
-``run_restarted`` event, kill to rank 0's first step after it, the steps trained again (the last step rank 0
-reported before the restart minus the checkpoint's step), and each run's total time, command start to exit.
+``run_restarted`` event, kill to rank 0's first step after it, beside a fresh start (the run not killed:
+command start to rank 0's first step), the steps trained again (the last step rank 0 reported before the
+restart minus the checkpoint's step), and each run's total time, command start to exit.
 The load average is read before and after, since a busy machine stretches every figure.
 """
 
@@ -46,7 +47,7 @@ def run(kind: str, args: argparse.Namespace, home: Path) -> dict:
             "--checkpoint-every", str(args.checkpoint_every)]
     env = {**os.environ, "DDPSTUDIO_HOME": str(home)}
     errors = home / f"{kind}-{time.time_ns()}.err"  # a file, not a pipe nobody reads until the end
-    started = time.monotonic()
+    started, wall = time.monotonic(), time.time()
     with errors.open("w", encoding="utf-8") as err:
         proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=err, text=True,
                                 stdin=subprocess.DEVNULL)
@@ -67,7 +68,8 @@ def run(kind: str, args: argparse.Namespace, home: Path) -> dict:
     total = time.monotonic() - started
     if proc.returncode != 0:
         raise SystemExit(f"{kind}: exit {proc.returncode}\n{errors.read_text(encoding='utf-8')[-2000:]}")
-    out = {"total_s": total}
+    first = next(e for e in evs if e.type == protocol.STEP and e.rank == 0)
+    out = {"total_s": total, "start_to_step_s": first.t - wall}
     if killed_at is not None:
         [restarted] = [e for e in evs if e.type == protocol.RUN_RESTARTED]
         at = evs.index(restarted)
@@ -95,17 +97,19 @@ def main(argv: list[str] | None = None) -> int:
     print(f"mlp 8 px, batch 16 per rank, 2 Gloo ranks on the CPU, {args.steps} steps, a checkpoint every "
           f"{args.checkpoint_every}, rank 1 killed (SIGKILL) at step {args.kill_at}, --max-restarts 1; "
           f"{machine_load(load)}\n")
-    print("| round | kill to restart (s) | kill to training again (s) | steps trained again | run killed (s) "
-          "| run not killed (s) | extra (s) |")
-    print("|---|---|---|---|---|---|---|")
+    print("| round | kill to restart (s) | kill to training again (s) | fresh start to training (s) "
+          "| steps trained again | run killed (s) | run not killed (s) | extra (s) |")
+    print("|---|---|---|---|---|---|---|---|")
     for i, r in enumerate(rounds, 1):
         k, s = r["killed"], r["steady"]
-        print(f"| {i} | {k['kill_to_restart_s']:.1f} | {k['kill_to_step_s']:.1f} | {k['lost_steps']} "
+        print(f"| {i} | {k['kill_to_restart_s']:.1f} | {k['kill_to_step_s']:.1f} | {s['start_to_step_s']:.1f} "
+              f"| {k['lost_steps']} "
               f"(from step {k['from_step']}) | {k['total_s']:.1f} | {s['total_s']:.1f} "
               f"| {k['total_s'] - s['total_s']:.1f} |")
     killed = [r["killed"] for r in rounds]
     print(f"| median (min to max) | {_spread([k['kill_to_restart_s'] for k in killed])} "
           f"| {_spread([k['kill_to_step_s'] for k in killed])} "
+          f"| {_spread([r['steady']['start_to_step_s'] for r in rounds])} "
           f"| {statistics.median(k['lost_steps'] for k in killed):g} | {_spread([k['total_s'] for k in killed])} "
           f"| {_spread([r['steady']['total_s'] for r in rounds])} "
           f"| {_spread([r['killed']['total_s'] - r['steady']['total_s'] for r in rounds])} |")
