@@ -82,7 +82,8 @@ def main(argv: list[str] | None = None) -> int:
           f"({min(ratios):.3f} to {max(ratios):.3f}) |")
     mark = mark_seconds()
     step = 1.0 / statistics.median(r["off"] for r in rounds)
-    print(f"\nHeartbeat.mark: {mark * 1e9:.0f} ns a call, {MARKS_PER_STEP} a step: {MARKS_PER_STEP * mark * 1e6:.2f} us "
+    print(f"\nHeartbeat.mark: {mark * 1e9:.0f} ns a call, {MARKS_PER_STEP} a step: "
+          f"{MARKS_PER_STEP * mark * 1e6:.2f} us "
           f"a step, {MARKS_PER_STEP * mark / step:.4%} of the median step ({step * 1e3:.1f} ms)")
     save(args.json, args, load, rounds)
     return 0
