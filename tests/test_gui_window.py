@@ -171,7 +171,7 @@ def test_the_window_is_keyboard_reachable(qtbot, open_window):
 def test_reopening_restores_the_last_setup(qtbot, open_window):
     window = open_window()
     wanted = SetupState(model="mobilenet_v3_small", batch_size=24, batch_mode="split", scale_lr=True,
-                        store="tcp", max_steps=7, workers=1, lr=0.02)
+                        store="tcp", max_steps=7, workers=1, lr=0.02, balance="measured", on_hang="stop")
     window.form.set_state(wanted)
     window.close()
     assert not window.isVisible()

@@ -80,7 +80,7 @@ class ScriptSpec:
     one_gpu_per_rank: bool = False  # CUDA_VISIBLE_DEVICES: each rank sees only its own GPU, as cuda:0
 
 
-AUTO_CHOICES = ("backend", "world_size", "store", "grad_exchange", "workers")
+AUTO_CHOICES = ("backend", "world_size", "store", "grad_exchange", "workers", "balance")
 
 
 @dataclass

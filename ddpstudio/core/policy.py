@@ -389,7 +389,8 @@ def auto_choices(request: Request) -> list[str]:
     left = {"backend": request.backend == "auto", "world_size": request.world_size is None,
             "store": request.store == "auto" and not request.store_path,
             "grad_exchange": request.grad_exchange == "auto",
-            "workers": request.recipe is not None and request.recipe.workers is None}
+            "workers": request.recipe is not None and request.recipe.workers is None,
+            "balance": request.recipe is not None and request.balance == "auto"}
     return [name for name, is_auto in left.items() if is_auto]
 
 

@@ -53,6 +53,7 @@ def run_arguments(s: SetupState, platform: Platform | None = None) -> list[str]:
         flag("--batch-size", s.batch_size, RecipeSpec.batch_size)
         flag("--batch-mode", s.batch_mode, "per-rank")
         flag("--accumulate", s.accumulate, RecipeSpec.accumulate)
+        flag("--balance", s.balance, SetupState.balance)
         flag("--lr", f"{s.lr:g}", f"{RecipeSpec.lr:g}")
         if s.scale_lr:
             args.append("--scale-lr")
@@ -70,6 +71,8 @@ def run_arguments(s: SetupState, platform: Platform | None = None) -> list[str]:
     if s.keep_training:
         flag("--max-restarts", s.max_restarts, 0)
     flag("--hang-timeout", s.hang_timeout, SetupState.hang_timeout)
+    if s.hang_timeout:  # 0: nothing is watched, so nothing to do on a hang
+        flag("--on-hang", s.on_hang, SetupState.on_hang)
     flag("--backend", s.backend, "auto")
     if s.store == "fixed":
         args += ["--store", "file"]

@@ -56,6 +56,9 @@ FIELD_HELP: dict[str, str] = {
                   "gradients are exchanged once, on the last (DDP's no_sync on the others). The effective batch "
                   "is ranks x batch x this; steps, max steps and checkpoints count optimizer steps. For a bigger "
                   "batch than the GPU holds. Default: 1 (none).",
+    "balance": "Per-rank batches for mixed GPUs (an RTX 4090 and a 3060): each rank's batch sized for its "
+               "speed, the global batch (ranks x batch size) kept and the gradients weighted by each share, so "
+               "the training itself is unchanged. Built-in recipe, two ranks or more. Default: auto.",
     "scale_lr": "Multiply the learning rate by the number of ranks x the accumulated micro-batches (the "
                 "effective batch over one rank's batch: the linear scaling rule). Default: off.",
     "lr": "The SGD learning rate (momentum 0.9). Default: 0.02.",
@@ -86,4 +89,15 @@ FIELD_HELP: dict[str, str] = {
                     "log and above the plots (which rank, which step, doing what), its Python stack goes to its "
                     "log, and you are offered Stop. Raise it for steps, evaluations or checkpoints that take "
                     "longer. Default: 45 s.",
+    "on_hang": "What happens once a rank is named stuck: warn says so and offers Stop while the run keeps "
+               "waiting; stop ends the run as failed, e.g. 'rank 1 stuck in the data loader at step 812'. "
+               "Default: warn.",
+}
+# The balance choices' own tooltips: docs/balance.md's words.
+BALANCE_HELP: dict[str, str] = {
+    "auto": "Balances only when the run's GPUs have different names; identical GPUs and CPU ranks get equal "
+            "batches and no measurement.",
+    "equal": "Turns balancing off: every rank takes the batch size.",
+    "measured": "Forces it (on the CPU too): each rank's batch sized for its measured speed after its first "
+                "passes, the global batch kept.",
 }

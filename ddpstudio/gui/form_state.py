@@ -42,6 +42,7 @@ class SetupState:
     batch_size: int = RecipeSpec.batch_size
     batch_mode: str = "per-rank"  # per-rank | split
     accumulate: int = RecipeSpec.accumulate  # micro-batches per optimizer step
+    balance: str = "auto"  # auto | equal | measured: per-rank batches for mixed GPUs (core/batchbalance.py)
     scale_lr: bool = False
     lr: float = RecipeSpec.lr  # the recipe's defaults, so the window and the CLI train alike
     epochs: int = RecipeSpec.epochs
@@ -53,6 +54,7 @@ class SetupState:
     keep_training: bool = False  # "Keep training if a rank crashes": restart the group, at most max_restarts times
     max_restarts: int = 3
     hang_timeout: int = 45  # seconds a rank may be still while the others wait (core/launch/hangs.py); 0: off
+    on_hang: str = "warn"  # warn (and offer Stop) | stop (end the run failed); only while hang_timeout watches
     grad_exchange: str = "auto"  # auto | native | staged
     grad_compression: str = "none"  # none | fp16
     rank_helper: bool = True  # scripts: DDP Studio's start-up helper on the ranks' path
@@ -109,7 +111,8 @@ class SetupState:
                           grad_compression=self.grad_compression, rank_helper=self.rank_helper,
                           gpus=tuple(self.gpus) or None,
                           max_restarts=self.max_restarts if self.keep_training else 0,
-                          hang_timeout=float(self.hang_timeout))
+                          hang_timeout=float(self.hang_timeout),
+                          on_hang=self.on_hang if self.hang_timeout else "warn")  # nothing watched, nothing done
         if self.is_script:
             try:
                 args = cmdline.split(self.script_args, platform)
@@ -129,6 +132,7 @@ class SetupState:
                 workers=None if self.workers < 0 else self.workers,
                 checkpoint_dir=self.checkpoint_dir.strip() or None, resume=self.resume,
                 lr_schedule=self.lr_schedule, warmup_steps=self.warmup_steps, eval_every=self.eval_every or None)
+            request.balance = self.balance  # the recipe's per-rank batches: a script's are its own
         return request
 
 
@@ -144,7 +148,7 @@ def from_plan(plan: Plan, platform: Platform | None = None) -> SetupState:
                        grad_compression=plan.grad_compression, rank_helper=plan.rank_helper,
                        gpus=list(plan.gpus or []),
                        keep_training=plan.max_restarts > 0, max_restarts=plan.max_restarts or SetupState.max_restarts,
-                       hang_timeout=round(plan.hang_timeout))
+                       hang_timeout=round(plan.hang_timeout), on_hang=plan.on_hang)
     if plan.store == "tcp":
         state.store = "tcp"
     elif plan.store_is_fixed and plan.store_path:
@@ -164,9 +168,10 @@ def from_plan(plan: Plan, platform: Platform | None = None) -> SetupState:
         state.checkpoint_dir, state.resume = r.checkpoint_dir or "", r.resume
         state.accumulate, state.checkpoint_every = r.accumulate, r.checkpoint_every or 0
         state.lr_schedule, state.warmup_steps, state.eval_every = r.lr_schedule, r.warmup_steps, r.eval_every or 0
+        state.balance = r.balance  # what the policy resolved; "auto" below when the run left it to DDP Studio
     # What the run left to DDP Studio stays automatic (issue 24: "run again" made it "chosen by you").
     defaults = SetupState()
-    for name in ("backend", "world_size", "grad_exchange", "workers"):
+    for name in ("backend", "world_size", "grad_exchange", "workers", "balance"):
         if name in plan.auto:
             setattr(state, name, getattr(defaults, name))
     return state

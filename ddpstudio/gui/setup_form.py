@@ -15,7 +15,7 @@ from ddpstudio.core.plan import DEFAULT_DIST_ARGS, LR_SCHEDULES
 from ddpstudio.core.platform import Platform
 from ddpstudio.core.policy import PolicyError, effective_batch, split_note
 from ddpstudio.core.validate import Problem
-from ddpstudio.gui.field_help import FIELD_HELP
+from ddpstudio.gui.field_help import BALANCE_HELP, FIELD_HELP
 from ddpstudio.gui.form_state import COMMON_MODELS, SetupState
 from ddpstudio.gui.path_edit import FILE, FOLDER, NEW_FILE, PathEdit
 from ddpstudio.gui.style_offer import StyleOffer
@@ -28,10 +28,13 @@ FIELD_ALIASES = {"script": "script_path", "cwd": "script_cwd", "script_style": "
 OUTSIDE_LABELS = {"gpus": "GPUs"}
 
 
-def _combo(items: list[tuple[str, str]]) -> QComboBox:
+def _combo(items: list[tuple[str, str]], tips: dict[str, str] | None = None) -> QComboBox:
+    """A choice of ``(value, text)`` items; ``tips`` gives an item its own tooltip (by value)."""
     combo = QComboBox()
     for value, text in items:
         combo.addItem(text, value)
+        if tips and value in tips:
+            combo.setItemData(combo.count() - 1, tips[value], Qt.ItemDataRole.ToolTipRole)
     return combo
 
 
@@ -90,6 +93,8 @@ class SetupForm(QWidget):
         e["batch_mode"] = _combo([("per-rank", "per rank: keep it on every rank"),
                                   ("split", "split it over the ranks")])
         e["accumulate"] = _spin(1, 1 << 16, suffix=" micro-batches per step")
+        e["balance"] = _combo([("auto", "auto: measured when the GPUs differ"), ("equal", "equal on every rank"),
+                               ("measured", "measured for each rank's speed")], BALANCE_HELP)
         e["scale_lr"] = QCheckBox("Scale the learning rate with the effective batch")
         e["lr"] = QDoubleSpinBox()
         e["lr"].setDecimals(5)
@@ -107,6 +112,7 @@ class SetupForm(QWidget):
         e["keep_training"] = QCheckBox("Keep training if a rank crashes")
         e["max_restarts"] = _spin(1, 1000, suffix=" restarts at most")
         e["hang_timeout"] = _spin(0, 86400, special="not watched", suffix=" s")
+        e["on_hang"] = _combo([("warn", "warn and offer Stop"), ("stop", "stop the run (failed)")])
         self.effective = QLabel()
         self.effective.setWordWrap(True)
         self.effective.setAccessibleName("Effective batch")
@@ -121,10 +127,11 @@ class SetupForm(QWidget):
             ("world_size", "Ranks:"), ("backend", "&Backend:"), ("store", "St&ore:"),
             ("store_path", "Store path:"), ("port", "Port:"), ("grad_exchange", "Gradient exchange:"),
             ("grad_compression", "Gradient compression:"), ("rank_helper", ""), ("one_gpu_per_rank", ""),
-            ("keep_training", ""), ("max_restarts", "Restarts:"), ("hang_timeout", "Stuck rank after:")])
+            ("keep_training", ""), ("max_restarts", "Restarts:"), ("hang_timeout", "Stuck rank after:"),
+            ("on_hang", "On a stuck rank:")])
         self.training = self._group("Training", [
             ("batch_size", "Batch si&ze:"), ("batch_mode", "Batch mode:"), ("accumulate", "Accumulate:"),
-            ("scale_lr", ""),
+            ("scale_lr", ""), ("balance", "Balance:"),  # after the effective batch (row 4), which it keeps
             ("lr", "Learning rate:"), ("lr_schedule", "LR schedule:"), ("warmup_steps", "Warm-up steps:"),
             ("eval_every", "Evaluate every:"), ("epochs", "&Epochs:"), ("max_steps", "Max ste&ps:"),
             ("workers", "DataLoader workers:"), ("checkpoint_dir", "&Checkpoints:"),
@@ -219,7 +226,8 @@ class SetupForm(QWidget):
             batch_size=e["batch_size"].value(), batch_mode=e["batch_mode"].currentData(),
             accumulate=e["accumulate"].value(), checkpoint_every=e["checkpoint_every"].value(),
             keep_training=e["keep_training"].isChecked(), max_restarts=e["max_restarts"].value(),
-            hang_timeout=e["hang_timeout"].value(),
+            hang_timeout=e["hang_timeout"].value(), on_hang=e["on_hang"].currentData(),
+            balance=e["balance"].currentData(),
             scale_lr=e["scale_lr"].isChecked(), lr=e["lr"].value(), epochs=e["epochs"].value(),
             max_steps=e["max_steps"].value(), workers=e["workers"].value(),
             checkpoint_dir=e["checkpoint_dir"].text(), resume=e["resume"].isChecked(),
@@ -234,7 +242,7 @@ class SetupForm(QWidget):
         blockers = [editor.blockSignals(True) for editor in e.values()]
         try:
             for name in ("workload", "data", "backend", "store", "batch_mode", "grad_exchange", "grad_compression",
-                         "lr_schedule"):
+                         "lr_schedule", "balance", "on_hang"):
                 index = e[name].findData(getattr(state, name))
                 e[name].setCurrentIndex(max(index, 0))
             e["model"].setCurrentText(state.model)
@@ -276,6 +284,8 @@ class SetupForm(QWidget):
         self._set_row_visible("rank_helper", not recipe)
         self._set_row_visible("one_gpu_per_rank", not recipe)
         self._set_row_visible("max_restarts", s.keep_training)
+        self._set_row_visible("on_hang", s.hang_timeout > 0)  # "not watched": no stuck rank to act on
+        self._set_row_visible("balance", self._world(s) > 1)  # one rank has nobody to balance with
         self.training.setVisible(recipe)
 
     def set_gpus(self, ids: list[str]) -> None:
@@ -288,11 +298,15 @@ class SetupForm(QWidget):
         """How many ranks "auto" means here (from the inventory or the last plan)."""
         if ranks != self.world_hint:
             self.world_hint = ranks
+            self._update_visibility()
             self._update_effective()
+
+    def _world(self, s: SetupState) -> int:
+        return s.world_size or len(s.gpus) or self.world_hint  # auto: one rank per chosen GPU
 
     def _update_effective(self) -> None:
         s = self.state()
-        world = s.world_size or len(s.gpus) or self.world_hint  # auto: one rank per chosen GPU
+        world = self._world(s)
         try:
             per_rank, total = effective_batch(s.batch_size, world, s.batch_mode, s.accumulate)
         except PolicyError as exc:
