@@ -260,6 +260,8 @@ SECOND_SWEEP = [
      ["--model, --epochs and --lr are for the built-in recipe", "your script (--script) would ignore them",
       "after '--'"]),
     (["--script", "SCRIPT", "--batch-size", "32"], ["--batch-size is for the built-in recipe"]),
+    (["--script", "SCRIPT", "--balance", "measured"], ["--balance is for the built-in recipe",
+                                                      "your script (--script) would ignore it"]),
     (["--dist-args", "{url}"], ["--dist-args is for your own script", "the built-in recipe would ignore it"]),
     # Smaller words
     (["--script", "DIR/train.sh"], ["train.sh starts with #!/bin/sh: it is not a Python script"]),

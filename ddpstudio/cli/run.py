@@ -63,7 +63,7 @@ def add_parser(sub) -> None:
                        help="gradient accumulation: N micro-batches of --batch-size per optimizer step, gradients "
                             "exchanged on the last only (effective batch = ranks x batch x N; steps count optimizer "
                             "steps; default 1). Your own script accumulates by itself: this is for the built-in recipe")
-    train.add_argument("--balance", choices=BALANCE_CHOICES, default="auto",
+    train.add_argument("--balance", choices=BALANCE_CHOICES,
                        help="per-rank batches for mixed GPUs: measured sizes each rank's batch for its speed after "
                             "its first passes, keeping the global batch (ranks x --batch-size) and weighting the "
                             "gradients by each share, so training equals equal batches of that size; equal "
@@ -139,7 +139,7 @@ def build_request(args: argparse.Namespace):
                       rendezvous_timeout=args.rendezvous_timeout, grad_exchange=args.grad_exchange,
                       grad_compression=args.grad_compression, rank_helper=not args.no_rank_helper,
                       oversubscribe=args.oversubscribe, gpus=gpu_list(args.gpus), max_restarts=args.max_restarts,
-                      hang_timeout=args.hang_timeout, on_hang=args.on_hang, balance=args.balance)
+                      hang_timeout=args.hang_timeout, on_hang=args.on_hang, balance=args.balance or "auto")
     if args.script is not None:  # "" too: refused as empty, never the recipe instead
         style = args.script_style or chosen_style(args.script, list(args.script_args))
         template = args.dist_args if args.dist_args is not None else (

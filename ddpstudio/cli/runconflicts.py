@@ -15,7 +15,8 @@ RECIPE_ONLY = {"model": "--model", "data": "--data", "dataset": "--dataset", "ep
                "scale_lr": "--scale-lr", "lr_schedule": "--lr-schedule", "warmup_steps": "--warmup-steps",
                "eval_every": "--eval-every", "image_size": "--image-size", "workers": "--workers",
                "no_amp": "--no-amp", "checkpoint_dir": "--checkpoint-dir", "resume": "--resume",
-               "accumulate": "--accumulate", "checkpoint_every": "--checkpoint-every"}
+               "accumulate": "--accumulate", "checkpoint_every": "--checkpoint-every",
+               "balance": "--balance"}
 SCRIPT_ONLY = {"script_style": "--script-style", "dist_args": "--dist-args", "no_rank_helper": "--no-rank-helper"}
 # Path options an unset shell variable empties ("--script $TRAIN"): what to give instead.
 PATHS = {"script": "the path of your training script", "data": "the data folder",
