@@ -1,0 +1,30 @@
+"""scripts/cpu_census.py charges a child process's CPU to the test that started it, and a test's own CPU too."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_a_child_process_and_the_tests_own_work_are_charged_to_that_test(tmp_path):
+    (tmp_path / "test_spend.py").write_text(
+        "import subprocess, sys\n"
+        "def test_starts_a_child():\n"
+        "    subprocess.run([sys.executable, '-c', 'import json; sum(i * i for i in range(3_000_000))'], check=True)\n"
+        "def test_works_itself():\n"
+        "    assert sum(i * i for i in range(3_000_000)) > 0\n", encoding="utf-8")
+    out = tmp_path / "census"
+    proc = subprocess.run([sys.executable, str(REPO / "scripts" / "cpu_census.py"), "--out", str(out), "--",
+                           "-q", "-p", "no:cacheprovider", "--rootdir", str(tmp_path), str(tmp_path / "test_spend.py")],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = {line.split(" | ")[0].lstrip("| "): line.split(" | ") for line in proc.stdout.splitlines()
+            if "::test_" in line}
+    child = rows["test_spend.py::test_starts_a_child"]
+    own = rows["test_spend.py::test_works_itself"]
+    # | test | CPU s | in pytest s | torch imports | what it starts |
+    assert float(child[1]) > 0.1 and float(child[2]) < float(child[1]) and "-c x1" in child[4], child
+    assert float(own[1]) > 0.1 and float(own[2]) == float(own[1]) and own[4].strip(" |") == "", own
