@@ -279,14 +279,18 @@ def test_skypilot_task_parses_as_json_and_its_run_hands_skypilots_nodes_to_torch
     assert (plan["world_size"], plan["backend"], plan["device"]) == (8, "nccl", "cuda")
 
 
+@pytest.mark.parametrize("restarts", [0, 1])
 def test_kubeflow_trainjob_parses_and_its_command_gets_the_runtimes_pet_settings(tmp_path, studio_home, capsys,
-                                                                                  monkeypatch):
+                                                                                  monkeypatch, restarts):
+    """The pod command under the runtime's PET_* variables, read back by torchrun's own parser. With restarts the
+    pods meet by c10d at PET_MASTER_ADDR:PET_MASTER_PORT on a fresh store per round (core/jobs/k8s.py: the static
+    rendezvous keeps its first store, and a restart on loopback hung); without, the runtime's static settings."""
     from torch.distributed.run import get_args_parser
 
     from ddpstudio.cli.main import main
 
     assert main(["export-job", "--to", "k8s", "--nodes", "3", "--gpus-per-node", "8", "--device", "cuda",
-                 "--image", "registry.example/ddp:1", "--max-restarts", "1", *TRAIN]) == 0
+                 "--image", "registry.example/ddp:1", "--max-restarts", str(restarts), *TRAIN]) == 0
     job = json.loads("\n".join(line for line in capsys.readouterr().out.splitlines() if not line.startswith("#")))
     assert (job["apiVersion"], job["kind"]) == ("trainer.kubeflow.org/v1alpha1", "TrainJob")
     trainer = job["spec"]["trainer"]
@@ -296,21 +300,31 @@ def test_kubeflow_trainjob_parses_and_its_command_gets_the_runtimes_pet_settings
     assert "numProcPerNode" not in trainer  # removed from the Torch API in Trainer v2.2
 
     record, run_dir = tmp_path / "torchrun.jsonl", tmp_path / "run"
-    pet = {"PET_NNODES": "3", "PET_NPROC_PER_NODE": "8", "PET_NODE_RANK": "1", "PET_MASTER_ADDR": "job-node-0-0.job",
-           "PET_MASTER_PORT": "29400"}  # what the torch-distributed runtime gives each pod
-    env = {**os.environ, **pet, "PATH": str(STANDINS) + os.pathsep + os.environ["PATH"],
-           "TORCHRUN_RECORD": str(record), "DDPSTUDIO_RUN_DIR": str(run_dir)}
-    done = subprocess.run(trainer["command"], env=env, capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr
-    (call,) = [json.loads(line) for line in record.read_text().splitlines()]
-    for key, value in pet.items():  # torchrun's parser takes every option it is not given from PET_<OPTION>
-        monkeypatch.setenv(key, value)
-    args = get_args_parser().parse_args(call["argv"])
-    assert (args.nnodes, args.nproc_per_node, args.node_rank, args.master_addr, args.master_port) == (
-        "3", "8", 1, "job-node-0-0.job", 29400)
-    assert args.max_restarts == 1 and args.training_script == "ddpstudio.rank.recipe"
+    pets = [{"PET_NNODES": "3", "PET_NPROC_PER_NODE": "8", "PET_NODE_RANK": str(node),
+             "PET_MASTER_ADDR": "job-node-0-0.job", "PET_MASTER_PORT": "29400"} for node in (1, 0)]
+    for pet in pets:  # what the torch-distributed runtime gives each pod
+        env = {**os.environ, **pet, "PATH": str(STANDINS) + os.pathsep + os.environ["PATH"],
+               "TORCHRUN_RECORD": str(record), "DDPSTUDIO_RUN_DIR": str(run_dir)}
+        env.pop("TORCH_DISABLE_SHARE_RDZV_TCP_STORE", None)
+        done = subprocess.run(trainer["command"], env=env, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
     plan = json.loads((run_dir / "plan.json").read_text())
     assert (plan["world_size"], plan["backend"]) == (24, "nccl")
+    calls = [json.loads(line) for line in record.read_text().splitlines()]
+    assert len(calls) == 2
+    for pet, call in zip(pets, calls):
+        for key, value in pet.items():  # torchrun's parser takes every option it is not given from PET_<OPTION>
+            monkeypatch.setenv(key, value)
+        args = get_args_parser().parse_args(call["argv"])
+        assert (args.nnodes, args.nproc_per_node, args.node_rank, args.master_addr, args.master_port) == (
+            "3", "8", int(pet["PET_NODE_RANK"]), "job-node-0-0.job", 29400)
+        assert args.max_restarts == restarts and args.training_script == "ddpstudio.rank.recipe"
+        meet = (args.rdzv_backend, args.rdzv_endpoint, args.rdzv_id, args.rdzv_conf, call["fresh_store"])
+        if restarts:
+            is_host = "1" if pet["PET_NODE_RANK"] == "0" else "0"
+            assert meet == ("c10d", "job-node-0-0.job:29400", plan["run_id"], f"is_host={is_host}", "1")
+        else:
+            assert meet == ("static", "", "none", "", None)
 
 
 def _first(paths: list[Path], wanted, deadline: float) -> protocol.Event:
