@@ -109,3 +109,26 @@ def test_ctrl_c_that_a_library_swallows_during_planning_starts_no_run():
                      "        print('runs started:', len(started), flush=True)\n")
     assert res.returncode == STOPPED, res.stderr
     assert res.stdout.strip() == "runs started: 0" and "Traceback" not in res.stderr
+
+
+# A Ctrl+C that lands in a weakref callback (importlib's module locks have one): Python cannot raise it there.
+_IN_A_CALLBACK = """
+import os, signal, time, weakref
+from ddpstudio.cli import main as cli
+cli.take_ctrl_c()
+class Held: pass
+held = Held()
+def callback(_):
+    os.kill(os.getpid(), signal.SIGINT)
+    time.sleep(0.2)  # the handler runs here, inside the callback
+ref = weakref.ref(held, callback)
+del held
+print("stop kept:", cli.interrupted_earlier(), flush=True)
+"""
+
+
+def test_a_ctrl_c_python_cannot_raise_is_kept_without_a_traceback():
+    proc = subprocess.run([sys.executable, "-c", _IN_A_CALLBACK], capture_output=True, text=True, timeout=60,
+                          **sigint_at(signal.SIG_DFL))
+    assert proc.stdout.strip() == "stop kept: True", proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr and "Exception ignored" not in proc.stderr, proc.stderr
