@@ -17,6 +17,7 @@ import sys
 import pytest
 
 from ddpstudio.core.rendezvous.ports import find_free_port
+from tests.studio import kill_left
 
 pytestmark = pytest.mark.slow
 
@@ -54,10 +55,7 @@ def test_a_host_store_rank_and_a_torch_built_rank_share_one_group(tmp_path):
     try:
         outputs = [r.communicate(timeout=90)[0] for r in ranks]
     finally:
-        for r in ranks:
-            if r.poll() is None:
-                r.kill()
-                r.wait(10)
+        kill_left(ranks)
     del server
     assert [r.returncode for r in ranks] == [0, 0], outputs
     assert all("sum 3.0" in out for out in outputs), outputs

@@ -20,6 +20,7 @@ import pytest
 import torch
 
 import ddpstudio.rank
+from tests.studio import kill_left
 
 RANK_DIR = Path(ddpstudio.rank.__file__).parent
 # The door itself and the DDP hook's own exchange (which stages its buckets itself).
@@ -116,10 +117,7 @@ def _run_both_ranks(tmp_path: Path, exchange: str) -> dict:
     try:
         errors = [p.communicate(timeout=120)[1] for p in ranks]
     finally:
-        for p in ranks:
-            if p.poll() is None:
-                p.kill()
-                p.wait(10)
+        kill_left(ranks)
     assert [p.returncode for p in ranks] == [0, 0], errors
     return json.loads(out.read_text())
 
