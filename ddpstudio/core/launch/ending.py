@@ -54,8 +54,14 @@ class RunEnding:
         if verdict is not None and verdict.last_output:
             result["last_output"] = verdict.last_output
         self.run.write_json(self.run.result, result)
-        if self.plan.store_path and not self.plan.store_is_fixed:
-            # A fresh store is ours alone; once every rank is gone it is only a hazard.
+        if self.plan.store_path and (not self.plan.store_is_fixed or self.plan.nodes == 1):
+            # Once every rank is gone the file is only a hazard: the next run on its path reads this one's
+            # addresses. A fresh store is ours alone; a fixed one is ours while we hold its claim (released
+            # below). FileStore deletes it itself only when every rank's store object is destroyed, which
+            # a killed rank, a script ending in os._exit, or two ranks ending together can prevent (its
+            # destructor's two counters, torch/csrc/distributed/c10d/FileStore.cpp ~FileStore, can
+            # interleave so that neither rank sees both reach the end: 1 finished run in about 20 here).
+            # Several machines share a fixed store file: theirs may still be ending, so it stays.
             Path(self.plan.store_path).unlink(missing_ok=True)
         self._record_end()
         self.release_claim()
