@@ -43,7 +43,9 @@ def _chain():
     from importlib.util import module_from_spec
 
     here = os.path.dirname(os.path.abspath(__file__))
-    rest = [p for p in __import__("sys").path if os.path.abspath(p or os.curdir) != here]
+    path = __import__("sys").path
+    where = [os.path.abspath(p or os.curdir) for p in path]
+    rest = path[where.index(here) + 1:] if here in where else path  # the ones it shadows: after it
     spec = PathFinder.find_spec("sitecustomize", rest)
     if spec is not None and spec.loader is not None:
         spec.loader.exec_module(module_from_spec(spec))

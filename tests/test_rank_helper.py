@@ -33,6 +33,32 @@ def test_a_broken_chained_sitecustomize_is_one_line_and_the_script_runs(tmp_path
     assert res.stderr.count("ddpstudio rank helper:") == 1 and "their bug" in res.stderr
 
 
+# A profiler's or coverage tool's sitecustomize that, like the helper, runs the one it shadows.
+CHAINING = """import os, sys
+print("theirs ran", flush=True)
+here = os.path.dirname(os.path.abspath(__file__))
+where = [os.path.abspath(p or os.curdir) for p in sys.path]
+from importlib.machinery import PathFinder
+from importlib.util import module_from_spec
+rest = sys.path[where.index(here) + 1:]
+spec = PathFinder.find_spec("sitecustomize", rest)
+if spec is not None:
+    spec.loader.exec_module(module_from_spec(spec))
+"""
+
+
+@pytest.mark.parametrize("theirs_first", [True, False])
+def test_another_chaining_sitecustomize_runs_once_before_or_after_the_helper(tmp_path, theirs_first):
+    (tmp_path / "sitecustomize.py").write_text(CHAINING)
+    paths = [str(tmp_path), rank_helper_dir()] if theirs_first else [rank_helper_dir(), str(tmp_path)]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([*paths, os.environ.get("PYTHONPATH", "")])}
+    res = subprocess.run([sys.executable, "-c", "print('script ran')"], capture_output=True, text=True,
+                         timeout=120, env=env)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.splitlines() == ["theirs ran", "script ran"]
+    assert "ddpstudio rank helper" not in res.stderr, res.stderr  # no RecursionError from calling each other
+
+
 CHECK = ("import torch, torch.distributed as dist, torch.distributed.distributed_c10d as c10d; "
          "ours = lambda f: 'script_hooks' in f.__code__.co_filename; "
          "print(ours(dist.init_process_group), ours(dist.all_reduce), "

@@ -28,7 +28,11 @@ def _chain():
     from importlib.util import module_from_spec
 
     here = os.path.dirname(os.path.abspath(__file__))
-    rest = [p for p in sys.path if os.path.abspath(p or os.curdir) != here]
+    where = [os.path.abspath(p or os.curdir) for p in sys.path]
+    # Only the folders after this one: another sitecustomize that chains the same way (a profiler's,
+    # a coverage tool's) and stands before this one has already run and must not be run again, nor
+    # run this one again (the two would call each other until RecursionError).
+    rest = sys.path[where.index(here) + 1:] if here in where else sys.path
     spec = PathFinder.find_spec("sitecustomize", rest)
     if spec is None or spec.loader is None:
         return
