@@ -147,10 +147,17 @@ def test_plain_ddp_script_runs_staged_through_the_rank_helper(staged_script_run)
     assert _script_losses(lines[1]) == losses  # the all-reduced mean is the same on both ranks
 
 
+# The next three tests read rank 0 alone (its hooks, its warnings, its losses): one rank each, since every rank
+# costs about 6 s of CPU before its first step (import torch, then DDP's constructor importing torch._dynamo).
+# The exchange between two ranks is checked by the staged and recipe runs above.
+ONE_RANK = ("--world-size", "1")
+
+
 def test_rank_helper_off_reports_nothing_and_still_trains(studio_home):
     # --settle: without the helper's exit wait this script meets PyTorch's Gloo abort at exit now and then
     # (CI saw it; test_exitcodes.py checks how the studio explains it), which is not what this test is about.
-    evs, lines = _script_run("--grad-exchange", "staged", "--no-rank-helper", script_args=("10", "--settle"))
+    evs, lines = _script_run("--grad-exchange", "staged", "--no-rank-helper", *ONE_RANK,
+                             script_args=("10", "--settle"))
     assert not of_type(evs, protocol.RANK_JOINED) and not of_type(evs, protocol.RANK_LEFT)
     assert "rank 0 comm hooks: []" in lines[0]
     losses = _script_losses(lines[0])
@@ -158,7 +165,7 @@ def test_rank_helper_off_reports_nothing_and_still_trains(studio_home):
 
 
 def test_a_script_with_its_own_hook_keeps_it_and_is_warned(studio_home):
-    evs, lines = _script_run("--grad-exchange", "staged", script_args=("10", "--own-hook"))
+    evs, lines = _script_run("--grad-exchange", "staged", *ONE_RANK, script_args=("10", "--own-hook"))
     assert "rank 0 comm hooks: ['allreduce_hook']" in lines[0]
     warnings = [e.get("message") for e in of_type(evs, protocol.WARNING) if e.rank == 0]
     assert any("registered its own DDP communication hook" in w for w in warnings), warnings
@@ -167,7 +174,7 @@ def test_a_script_with_its_own_hook_keeps_it_and_is_warned(studio_home):
 
 
 def test_native_script_reports_native_and_keeps_torch_untouched(studio_home):
-    evs, lines = _script_run("--grad-exchange", "native")
+    evs, lines = _script_run("--grad-exchange", "native", *ONE_RANK)
     assert {e.get("grad_exchange") for e in of_type(evs, protocol.RANK_JOINED)} == {"native"}
     assert "rank 0 comm hooks: []" in lines[0]
 
