@@ -111,7 +111,9 @@ def test_resume_without_a_checkpoint(studio_home, tmp_path):
 @pytest.mark.slow
 def test_script_that_crashes_on_import(studio_home, tmp_path):
     ckpt = tmp_path / "ckpt"
-    res = ddpstudio("run", "--json", "--script", str(SCRIPTS / "crash_on_import.py"), *TINY[-2:])
+    # One rank (each rank costs ~6 s of CPU to start): the test reads the message, not how ranks' failures rank.
+    res = ddpstudio("run", "--json", "--world-size", "1", "--script", str(SCRIPTS / "crash_on_import.py"),
+                    *TINY[-2:])
     assert res.returncode == 1
     done = final(events(res.stdout))
     assert done.get("state") == protocol.FAILED
@@ -119,7 +121,7 @@ def test_script_that_crashes_on_import(studio_home, tmp_path):
     assert not processes_of(studio_home)
     assert not ckpt.exists()
     # On a terminal the same failure reads as one root-cause line.
-    human = ddpstudio("run", "--script", str(SCRIPTS / "crash_on_import.py"))
+    human = ddpstudio("run", "--world-size", "1", "--script", str(SCRIPTS / "crash_on_import.py"))
     assert human.returncode == 1
     assert "root cause: rank" in human.stdout and "No module named 'a_module_that_does_not_exist'" in human.stdout
 

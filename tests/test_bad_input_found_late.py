@@ -155,8 +155,9 @@ def test_an_export_job_to_a_destination_it_cannot_write_is_one_line(studio_home,
 @pytest.mark.slow
 @pytest.mark.posix_only("/proc refuses new files on Linux only")
 def test_exports_to_destinations_they_cannot_write_are_one_line(studio_home, tmp_path):
-    res = ddpstudio("run", "--json", "--model", "mlp", "--batch-size", "8", "--image-size", "8", "--max-steps", "2",
-                    "--rendezvous-timeout", "60")
+    # One rank: the exports read the run's files, whatever the world size.
+    res = ddpstudio("run", "--json", "--world-size", "1", "--model", "mlp", "--batch-size", "8", "--image-size", "8",
+                    "--max-steps", "2", "--rendezvous-timeout", "60")
     assert res.returncode == 0, res.stderr[-2000:]
     run_id = final(events(res.stdout)).get("run_dir").rsplit("/", 1)[-1]
     a_file = tmp_path / "a-file"

@@ -100,7 +100,7 @@ def test_a_broken_registry_is_reported_and_skipped_by_run_doctor_and_clean(studi
         res = ddpstudio(*args)
         assert res.returncode == 0 and "Traceback" not in res.stderr, res.stderr
         assert f"{studio_home / 'registry'}: the registry cannot be listed" in res.stdout, res.stdout
-    run = ddpstudio("run", "--json", "--max-steps", "1", *TINY)
+    run = ddpstudio("run", "--json", "--world-size", "1", "--max-steps", "1", *TINY)  # one rank: about the registry
     assert run.returncode == 0 and "Traceback" not in run.stderr, run.stderr
     warnings = [e.get("message") for e in events(run.stdout) if e.type == protocol.WARNING]
     assert any("could not record the run in the registry" in w for w in warnings), warnings
@@ -117,7 +117,8 @@ def test_a_broken_registry_is_reported_and_skipped_by_run_doctor_and_clean(studi
 @pytest.mark.slow
 def test_disk_filling_up_during_a_run_stops_it_as_failed(studio_home, small_disk):
     small_disk(studio_home, size="48m")
-    cli = subprocess.Popen([sys.executable, "-m", "ddpstudio", "run", "--json", *ENDLESS, *TINY],
+    # One rank: the launcher's own writes meet the full disk, whatever the world size.
+    cli = subprocess.Popen([sys.executable, "-m", "ddpstudio", "run", "--json", "--world-size", "1", *ENDLESS, *TINY],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
     lines: list[str] = []
     try:
@@ -154,8 +155,9 @@ def test_a_full_disk_while_saving_a_checkpoint_keeps_the_previous_one(studio_hom
     make_checkpoint(ckpt, model="resnet18", image_size=32, step=2)
     before = files_of(ckpt)
     # resnet18, not TINY's perceptron: the test needs a checkpoint as big as the disk's free space allows once.
-    res = ddpstudio("run", "--json", "--resume", "--checkpoint-dir", str(ckpt), "--max-steps", "3", "--batch-size", "8",
-                    "--image-size", "32", "--rendezvous-timeout", "60")
+    # One rank: rank 0 alone saves checkpoints, whatever the world size.
+    res = ddpstudio("run", "--json", "--world-size", "1", "--resume", "--checkpoint-dir", str(ckpt), "--max-steps", "3",
+                    "--batch-size", "8", "--image-size", "32", "--rendezvous-timeout", "60")
     assert res.returncode == 1, res.stdout[-3000:] + res.stderr
     summary = final(events(res.stdout)).get("summary")
     assert f"could not save the checkpoint: the disk holding {ckpt} is full (" in summary, summary

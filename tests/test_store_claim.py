@@ -21,7 +21,9 @@ from tests.studio import ddpstudio, events, final
 from tests.test_clean_e2e import TRAIN, CliRun, _NoGpu, gone, run_processes, wait_for
 
 pytestmark = pytest.mark.slow
-QUICK = ["--max-steps", "2", "--model", "mlp", "--batch-size", "8", "--image-size", "8", "--rendezvous-timeout", "30"]
+# One rank: a claim is the launcher's, whatever the world size (each rank costs ~6 s of CPU to start).
+QUICK = ["--world-size", "1", "--max-steps", "2", "--model", "mlp", "--batch-size", "8", "--image-size", "8",
+         "--rendezvous-timeout", "30"]
 
 # Claims a path for a run and then waits to be killed: a real holder, identified by pid + create time.
 HOLDER = '''
