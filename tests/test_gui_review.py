@@ -43,8 +43,9 @@ def _killed_run(home: Path) -> Path:
     """A run whose launcher and ranks got SIGKILL after a few steps (what Task Manager or a crash does)."""
     env = {**os.environ, "DDPSTUDIO_HOME": str(home)}
     before = set((home / "runs").iterdir()) if (home / "runs").is_dir() else set()
-    proc = subprocess.Popen([sys.executable, "-m", "ddpstudio", "run", "--json", *TINY, *ENDLESS], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
+    # One rank: the tests read how the killed run is named, which needs no peer.
+    proc = subprocess.Popen([sys.executable, "-m", "ddpstudio", "run", "--json", *TINY, *ENDLESS, "--world-size",
+                             "1"], env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
                             text=True, start_new_session=True)
     parser = EventParser()
     with killed_after(proc, 120, what="the run to be killed"):

@@ -170,7 +170,8 @@ def test_the_window_is_keyboard_reachable(qtbot, open_window):
 
 def test_reopening_restores_the_last_setup(qtbot, open_window):
     window = open_window()
-    wanted = SetupState(model="mobilenet_v3_small", batch_size=24, batch_mode="split", scale_lr=True,
+    # The perceptron (not the default resnet18): a model the form's check needs no torchvision import to judge.
+    wanted = SetupState(model="mlp", batch_size=24, batch_mode="split", scale_lr=True,
                         store="tcp", max_steps=7, workers=1, lr=0.02, balance="measured", on_hang="stop")
     window.form.set_state(wanted)
     window.close()
@@ -253,7 +254,8 @@ def test_stop_mid_run_ends_stopped_with_no_process_left(qtbot, open_window, stud
 @pytest.mark.slow
 def test_closing_the_window_mid_run_stops_it_and_leaves_nothing(qtbot, open_window, studio_home):
     dialogs = ScriptedDialogs(yes=True)
-    window = open_window(LONG, dialogs=dialogs)
+    # One rank: closing stops through the same controller.stop() that test_stop_mid_run checks on two ranks.
+    window = open_window(replace(LONG, world_size=1), dialogs=dialogs)
     launch(qtbot, window)
     wait_for_steps(qtbot, window, 1)
     with qtbot.waitSignal(window.controller.run_finished, timeout=RUN_TIMEOUT_MS) as finished:
@@ -390,7 +392,8 @@ def kill_run(qtbot, window: MainWindow) -> None:
 @pytest.mark.posix_only("kills the run with os.killpg and SIGKILL")
 def test_clean_up_removes_a_real_stale_store_and_shows_the_result(qtbot, open_window, studio_home, tmp_path):
     store = tmp_path / "pg.store"
-    window = open_window(replace(LONG, store="fixed", store_path=str(store)))
+    # One rank: a lone rank meets in the same FileStore file, and its kill leaves the file just the same.
+    window = open_window(replace(LONG, store="fixed", store_path=str(store), world_size=1))
     launch(qtbot, window)
     wait_for_steps(qtbot, window, 1)  # the ranks have met in the store file
     kill_run(qtbot, window)
