@@ -62,7 +62,11 @@ class RunEnding:
             # destructor's two counters, torch/csrc/distributed/c10d/FileStore.cpp ~FileStore, can
             # interleave so that neither rank sees both reach the end: 1 finished run in about 20 here).
             # Several machines share a fixed store file: theirs may still be ending, so it stays.
-            Path(self.plan.store_path).unlink(missing_ok=True)
+            try:
+                Path(self.plan.store_path).unlink(missing_ok=True)
+            except OSError as exc:  # Windows: a process the script left running still has it open
+                to_stderr(f"the store file {self.plan.store_path} was kept: {exc.strerror or exc}; "
+                          "the next run's check or 'Clean up' removes it")
         self._record_end()
         self.release_claim()
         self._finished = True
