@@ -13,9 +13,10 @@ from ddpstudio.core.exchange.choice import EXCHANGE_ENV
 from ddpstudio.core.launch.commands import rank_helper_dir
 
 
-def python(code: str, *paths, **env: str) -> subprocess.CompletedProcess:
-    full = {**os.environ, **env,
-            "PYTHONPATH": os.pathsep.join([rank_helper_dir(), *map(str, paths), os.environ.get("PYTHONPATH", "")])}
+def python(code: str, *paths, before=(), **env: str) -> subprocess.CompletedProcess:
+    """``python -c code`` with the helper on PYTHONPATH after ``before`` and before ``paths``."""
+    path = [*map(str, before), rank_helper_dir(), *map(str, paths), os.environ.get("PYTHONPATH", "")]
+    full = {**os.environ, **env, "PYTHONPATH": os.pathsep.join(path)}
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=full)
 
 
@@ -50,10 +51,7 @@ if spec is not None:
 @pytest.mark.parametrize("theirs_first", [True, False])
 def test_another_chaining_sitecustomize_runs_once_before_or_after_the_helper(tmp_path, theirs_first):
     (tmp_path / "sitecustomize.py").write_text(CHAINING)
-    paths = [str(tmp_path), rank_helper_dir()] if theirs_first else [rank_helper_dir(), str(tmp_path)]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([*paths, os.environ.get("PYTHONPATH", "")])}
-    res = subprocess.run([sys.executable, "-c", "print('script ran')"], capture_output=True, text=True,
-                         timeout=120, env=env)
+    res = python("print('script ran')", before=[tmp_path]) if theirs_first else python("print('script ran')", tmp_path)
     assert res.returncode == 0, res.stderr
     assert res.stdout.splitlines() == ["theirs ran", "script ran"]
     assert "ddpstudio rank helper" not in res.stderr, res.stderr  # no RecursionError from calling each other
