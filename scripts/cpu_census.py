@@ -14,7 +14,10 @@ about the test. This counts CPU seconds instead, and charges each to the test th
   shadowed ``sitecustomize`` (rank/helper/sitecustomize.py ``_chain``), so script ranks count too.
 
 Not counted: processes killed by a signal (no exit hook runs: the rank a test kills on purpose),
-and non-Python processes (Wine, makensis, slurmd). The table says how many torch imports each test
+and non-Python processes (Wine, makensis, slurmd). The "reaped" column fills that gap from the other
+side: the CPU of every descendant the test's pytest process waited for (``RUSAGE_CHILDREN``: a
+process counts there once its parent has reaped it, and a parent's figure includes its own reaped
+children), killed or not, Python or not; orphans that init reaps are missing from it. The table says how many torch imports each test
 paid for, since every rank's start costs an ``import torch`` (docs/testing.md).
 """
 
@@ -86,19 +89,19 @@ import pytest
 _dir = os.environ.get("DDPSTUDIO_CENSUS")
 
 
-def _cpu():
-    usage = resource.getrusage(resource.RUSAGE_SELF)
+def _cpu(who=resource.RUSAGE_SELF):
+    usage = resource.getrusage(who)
     return usage.ru_utime + usage.ru_stime
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
-    before = _cpu()
+    before, reaped = _cpu(), _cpu(resource.RUSAGE_CHILDREN)
     yield
     if _dir:
         with open(os.path.join(_dir, "t%d.jsonl" % os.getpid()), "a") as fh:
             fh.write(json.dumps({"test": item.nodeid, "cpu": _cpu() - before, "kind": "in-process",
-                                "pid": os.getpid()}) + "\n")
+                                "reaped": _cpu(resource.RUSAGE_CHILDREN) - reaped, "pid": os.getpid()}) + "\n")
 '''
 
 
@@ -151,6 +154,7 @@ def report(census: Path, top: int) -> str:
         row["cpu"] += e["cpu"]
         if e.get("kind") == "in-process":
             row["own"] += e["cpu"]
+            row["reaped"] += e.get("reaped", 0.0)
         else:
             row["processes"] += 1
             row["torch"] += bool(e.get("torch"))
@@ -158,19 +162,25 @@ def report(census: Path, top: int) -> str:
             row[Path(str((e.get("argv") or ["?"])[0])).name] += 1
     files: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
     for name, row in tests.items():
-        files[name.split("::")[0]].update({k: row[k] for k in ("cpu", "own", "processes", "torch", "torchvision")})
+        files[name.split("::")[0]].update({k: row[k] for k in ("cpu", "own", "reaped", "processes", "torch",
+                                                                 "torchvision")})
     total = sum(row["cpu"] for row in tests.values())
+    reaped = sum(row["reaped"] for row in tests.values())
+    own = sum(row["own"] for row in tests.values())
     lines = [f"{len(entries)} records, {total:.0f} s of CPU in all (killed processes and non-Python ones not "
-             "counted)", "", "| file | CPU s | in pytest s | processes | torch imports | torchvision |",
-             "|---|---|---|---|---|---|"]
-    for name, row in sorted(files.items(), key=lambda kv: -kv[1]["cpu"])[:top]:
-        lines.append(f"| {name} | {row['cpu']:.1f} | {row['own']:.1f} | {row['processes']} | {row['torch']} "
-                     f"| {row['torchvision']} |")
-    lines += ["", "| test | CPU s | in pytest s | torch imports | what it starts |", "|---|---|---|---|---|"]
-    skip = {"cpu", "own", "processes", "torch", "torchvision"}
-    for name, row in sorted(tests.items(), key=lambda kv: -kv[1]["cpu"])[:top]:
+             f"counted); in pytest plus every reaped descendant: {own + reaped:.0f} s", "",
+             "| file | CPU s | in pytest s | reaped s | processes | torch imports | torchvision |",
+             "|---|---|---|---|---|---|---|"]
+    for name, row in sorted(files.items(), key=lambda kv: -(kv[1]["own"] + kv[1]["reaped"]))[:top]:
+        lines.append(f"| {name} | {row['cpu']:.1f} | {row['own']:.1f} | {row['reaped']:.1f} | {row['processes']} "
+                     f"| {row['torch']} | {row['torchvision']} |")
+    lines += ["", "| test | CPU s | in pytest s | reaped s | torch imports | what it starts |",
+              "|---|---|---|---|---|---|"]
+    skip = {"cpu", "own", "reaped", "processes", "torch", "torchvision"}
+    for name, row in sorted(tests.items(), key=lambda kv: -(kv[1]["own"] + kv[1]["reaped"]))[:top]:
         started = ", ".join(f"{k} x{n}" for k, n in row.most_common() if k not in skip)
-        lines.append(f"| {name} | {row['cpu']:.1f} | {row['own']:.1f} | {row['torch']} | {started} |")
+        lines.append(f"| {name} | {row['cpu']:.1f} | {row['own']:.1f} | {row['reaped']:.1f} | {row['torch']} "
+                     f"| {started} |")
     return "\n".join(lines)
 
 
