@@ -25,6 +25,8 @@ def test_a_child_process_and_the_tests_own_work_are_charged_to_that_test(tmp_pat
             if "::test_" in line}
     child = rows["test_spend.py::test_starts_a_child"]
     own = rows["test_spend.py::test_works_itself"]
-    # | test | CPU s | in pytest s | torch imports | what it starts |
-    assert float(child[1]) > 0.1 and float(child[2]) < float(child[1]) and "-c x1" in child[4], child
-    assert float(own[1]) > 0.1 and float(own[2]) == float(own[1]) and own[4].strip(" |") == "", own
+    # | test | CPU s | in pytest s | reaped s | torch imports | what it starts |
+    assert float(child[1]) > 0.1 and float(child[2]) < float(child[1]) and "-c x1" in child[5], child
+    assert float(child[3]) >= float(child[1]) - float(child[2]) - 0.05, child  # the child, reaped by pytest
+    assert float(own[1]) > 0.1 and float(own[2]) == float(own[1]) and own[5].strip(" |") == "", own
+    assert float(own[3]) < 0.05, own  # it started nothing
