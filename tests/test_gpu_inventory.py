@@ -91,18 +91,22 @@ def test_set_source_is_what_get_source_and_detect_inventory_use():
     assert isinstance(get_source(), NvmlSource)
 
 
-@pytest.mark.slow
-def test_env_var_seam_shows_fake_gpus_to_a_subprocess(tmp_path, monkeypatch):
+def test_env_var_seam_shows_fake_gpus_to_a_subprocess_without_importing_torch(tmp_path, monkeypatch):
+    """The fake devices stand in for torch's, so torch's build is read from its version.py: the CLI's
+    planning under the seam skips the 3-4 s of CPU an import costs (the GPU tests start it dozens of times)."""
     path = tmp_path / "gpus.json"
     path.write_text(json.dumps(TWO_GPUS), encoding="utf-8")
     monkeypatch.setenv(FAKE_GPUS_ENV, str(path))
-    code = ("import json; from ddpstudio.core.gpu import detect_inventory; "
-            "print(json.dumps(detect_inventory().to_dict()))")
+    code = ("import json, sys; from ddpstudio.core.gpu import detect_inventory; "
+            "print(json.dumps(detect_inventory().to_dict())); print('torch' in sys.modules)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    data = json.loads(done.stdout)
+    shown, imported = done.stdout.splitlines()
+    data = json.loads(shown)
     assert data["gpu_count"] == 2 and data["cpu_mode"] is False
     assert data["driver_version"] == "551.86" and data["cuda_driver_version"] == [12, 4]
+    assert data["torch_version"] == torch.__version__ and data["torch_cuda_version"] == torch.version.cuda
+    assert imported == "False"
     assert no_child_processes_left()
 
 
