@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
@@ -25,6 +26,7 @@ from ddpstudio.core.plan import ScriptSpec
 from ddpstudio.core.platform import current
 from ddpstudio.core.policy import Request, build_plan, write_plan
 from ddpstudio.core.launch.rundir import RunDir
+from tests.conftest import processes_of, seed_cache
 from tests.studio import ddpstudio
 
 pytestmark = [pytest.mark.slow, pytest.mark.posix_only("kills ranks with SIGKILL")]
@@ -162,15 +164,54 @@ class _NoGpu:
     cuda_available = False
 
 
-def test_killed_run_leaves_a_store_that_breaks_the_next_run_until_clean(studio_home, tmp_path):
-    store = str(tmp_path / "pg")
+@dataclass(frozen=True)
+class Killed:
+    """What ``killed_run`` did, for the tests that read it: its home, the store path, the run, whether the store
+    was there after the SIGKILL and its bytes then, and the same command run again at once on that path."""
+
+    home: Path
+    store: str
+    run: CliRun
+    store_left: bool
+    stale: bytes
+    again: subprocess.CompletedProcess
+
+
+@pytest.fixture(scope="module")
+def killed_run(tmp_path_factory, warm_cache) -> Killed:
+    """One run on a fixed store path, SIGKILLed mid-training (launcher and both ranks), then the same command run
+    again at once on that path (our pre-launch check). Both tests of a killed run read it: one run to kill, not
+    two. Its home is its own; none of its processes is left once the tests are done."""
+    home = seed_cache(tmp_path_factory.mktemp("killed-home"), warm_cache)
+    folder = tmp_path_factory.mktemp("killed")
+    store = str(folder / "pg")
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("DDPSTUDIO_HOME", str(home))
+        run = CliRun(folder, *TRAIN, "--store-path", store)
+        try:
+            run.wait_training()
+            run.sigkill()
+            left = os.path.exists(store)
+            stale = Path(store).read_bytes() if left else b""
+            again = ddpstudio("run", "--max-steps", "2", *QUICK, "--store-path", store, timeout=240)
+        finally:
+            if run.proc.poll() is None:
+                run.proc.kill()
+                run.proc.wait(30)
+    yield Killed(home, store, run, left, stale, again)
+    leftovers = [p for p in processes_of(home) if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    for proc in leftovers:
+        proc.kill()
+    assert not leftovers, f"processes of the killed run's home left running: {[p.pid for p in leftovers]}"
+
+
+def test_killed_run_leaves_a_store_that_breaks_the_next_run_until_clean(killed_run, tmp_path, monkeypatch):
+    monkeypatch.setenv("DDPSTUDIO_HOME", str(killed_run.home))  # its registry: the killed run and its store
+    store, run = killed_run.store, killed_run.run
     job = tmp_path / "late_job.py"
     job.write_text(LATE_JOB, encoding="utf-8")
-    run = CliRun(tmp_path, *TRAIN, "--store-path", store)
-    run.wait_training()
-    run.sigkill()
-    assert os.path.exists(store), "a SIGKILLed run leaves its FileStore file behind"
-    stale = Path(store).read_bytes()
+    assert killed_run.store_left, "a SIGKILLed run leaves its FileStore file behind"
+    stale = killed_run.stale
 
     outcomes = []
     while len(outcomes) < ATTEMPTS and (not outcomes or outcomes[-1] == "finished"):
@@ -193,16 +234,13 @@ def test_killed_run_leaves_a_store_that_breaks_the_next_run_until_clean(studio_h
         assert not os.path.exists(store)
     assert run_processes(run.record.run_id) == []
     assert not [r for r in registry.load_records()[0] if r.state == "running"]
+    # The shared home is not this test's studio_home: its own no-leftover check.
+    assert not [p for p in processes_of(killed_run.home) if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
 
 
-def test_prelaunch_check_cleans_our_leftover_so_the_same_command_just_works(studio_home, tmp_path):
-    store = str(tmp_path / "pg")
-    run = CliRun(tmp_path, *TRAIN, "--store-path", store)
-    run.wait_training()
-    run.sigkill()
-    assert os.path.exists(store)
-
-    res = ddpstudio("run", "--max-steps", "2", *QUICK, "--store-path", store, timeout=240)
+def test_prelaunch_check_cleans_our_leftover_so_the_same_command_just_works(killed_run):
+    store, run, res = killed_run.store, killed_run.run, killed_run.again
+    assert killed_run.store_left
     assert res.returncode == 0, res.stderr[-3000:] + res.stdout[-3000:]
     assert f"removed the leftover store file {store}" in res.stderr
     assert run.record.run_id in res.stderr and "run finished" in res.stdout
