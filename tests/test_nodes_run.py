@@ -1,5 +1,6 @@
 """Two machines on this one, over loopback: 'ddpstudio host' + 'ddpstudio join' with real Gloo ranks, the
-handshake's refusals before any rank starts, and a joining launcher's SIGKILL stopping the host's ranks."""
+handshake's refusals before any rank starts, and a joining launcher's SIGKILL stopping the host's ranks.
+Two nodes of two ranks training together (the world of four) is read from test_nodes_nolibuv.py's shared run."""
 
 from __future__ import annotations
 
@@ -12,14 +13,12 @@ import threading
 import time
 from pathlib import Path
 
-import psutil
 import pytest
 
 from ddpstudio.core import protocol
 from ddpstudio.core.cleanup import registry
 from ddpstudio.core.nodes import joincode
 from ddpstudio.core.nodes.facts import FACTS_OVERRIDE_ENV
-from tests.conftest import processes_of, seed_cache
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.posix_only("the loopback adapter is named 'lo', and the tests signal with SIGKILL/SIGINT")]
@@ -100,96 +99,6 @@ def nodes():
     yield lambda *args, **kw: started.append(Node(*args, **kw)) or started[-1]
     for node in started:
         node.kill()
-
-
-@pytest.fixture(scope="module")
-def world_of_four(tmp_path_factory, warm_cache):
-    """One host and one joining node of two ranks each, 4 steps, read by two tests: training together and
-    finishing, and the four global ranks with their records (that test deletes the run last). One run, not two:
-    each costs two launchers and their ranks a torch import apiece (20-33 s of CPU)."""
-    home = seed_cache(tmp_path_factory.mktemp("nodes-home"), warm_cache)
-    env = {"DDPSTUDIO_HOME": str(home)}
-    host = Node("host", "--nodes", "2", "--max-steps", "4", "--join-timeout", "60", *TRAIN, "--ranks-per-node", "2",
-                env=env)
-    join = None
-    try:
-        code = host.code()
-        join = Node("join", code, "--join-timeout", "60", env=env)
-        host.wait(180)
-        join.wait(60)
-    finally:
-        for node in (host, join):
-            if node is not None:
-                node.kill()
-    assert not [p for p in processes_of(home) if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
-    return home, host, join, code
-
-
-@pytest.fixture
-def four(world_of_four, monkeypatch):
-    """The run's home as this test's DDP Studio home (registry, 'ddpstudio runs')."""
-    monkeypatch.setenv("DDPSTUDIO_HOME", str(world_of_four[0]))
-    return world_of_four
-
-
-def test_host_and_join_on_one_machine_train_together_and_finish(four):
-    home, host, join, code = four
-    assert host.proc.returncode == 0, host.stderr
-    assert join.proc.returncode == 0, join.stderr
-    host_ranks = sorted(e.rank for e in host.of(protocol.RANK_STARTED))
-    join_ranks = sorted(e.rank for e in join.of(protocol.RANK_STARTED))
-    assert (host_ranks, join_ranks) == ([0, 1], [2, 3])
-    losses = [e.get("loss") for e in host.of(protocol.GLOBAL_STEP)]
-    assert len(losses) == 4 and losses[-1] < losses[0], losses
-    for rank in join_ranks:  # the joining node's ranks trained every step
-        assert [e.get("step") for e in join.of(protocol.STEP) if e.rank == rank] == list(range(1, 5))
-    relayed = join.of(protocol.GLOBAL_STEP)  # the host's global loss, relayed through the store
-    assert relayed and relayed[-1].get("step") == 4 and {e.get("source") for e in relayed} == {"host"}
-    for node in (host, join):
-        [done] = node.of(protocol.RUN_FINISHED)
-        assert done.get("state") == protocol.FINISHED
-        [started] = node.of(protocol.RUN_STARTED)
-        assert started.get("world_size") == 4
-    # The token travels in the code and in the launcher's environment, never into the runs' files.
-    token = joincode.decode(code).token
-    for path in Path(home).rglob("*"):
-        if path.is_file():
-            assert token not in path.read_text(errors="replace"), f"the token leaked into {path}"
-
-
-def test_two_nodes_of_two_ranks_each_make_one_world_of_four(four):
-    home, host, join, code = four
-    assert host.proc.returncode == 0, host.stderr
-    assert join.proc.returncode == 0, join.stderr
-    # Global rank = node rank x ranks per node + local rank, as the launchers and the ranks' own groups see it.
-    assert sorted(e.rank for e in host.of(protocol.RANK_STARTED)) == [0, 1]
-    assert sorted(e.rank for e in join.of(protocol.RANK_STARTED)) == [2, 3]
-    for node, node_rank in ((host, 0), (join, 1)):
-        joined = sorted((e.rank, e.get("global_rank"), e.get("local_rank"), e.get("group_size"))
-                        for e in node.of(protocol.RANK_JOINED))
-        assert joined == [(node_rank * 2 + i, node_rank * 2 + i, i, 4) for i in (0, 1)], joined
-        [done] = node.of(protocol.RUN_FINISHED)
-        assert done.get("state") == protocol.FINISHED
-        [started] = node.of(protocol.RUN_STARTED)
-        assert started.get("world_size") == 4
-    losses = [e.get("loss") for e in host.of(protocol.GLOBAL_STEP)]
-    assert len(losses) == 4 and losses[-1] < losses[0], losses
-    for rank in (2, 3):  # the joining node's ranks trained every step
-        assert [e.get("step") for e in join.of(protocol.STEP) if e.rank == rank] == [1, 2, 3, 4]
-    # Each node's registry record is marked with its node rank, the host and the host's run id.
-    host_id = joincode.decode(code).run_id
-    records = {r.node_rank: r for r in registry.load_records()[0]}
-    assert sorted(records) == [0, 1] and records[0].run_id == host_id and records[1].run_id != host_id
-    for r in records.values():
-        assert (r.nodes, r.host_run_id, r.state) == (2, host_id, "finished")
-        assert r.host.endswith(" (127.0.0.1)") and r.host == records[0].host, r.host
-    # 'ddpstudio runs' lists the run once (both nodes ran here), and deleting it deletes both nodes' folders.
-    listed = json.loads(_studio("runs", "--json").stdout)["runs"]
-    assert [(e["run_id"], e["nodes"], e["node_ranks"], e["also"]) for e in listed] == \
-        [(host_id, 2, [0, 1], [records[1].run_dir])]
-    assert "host of 2 machines (nodes 0, 1 here)" in _studio("runs").stdout
-    assert _studio("runs", "delete", host_id).returncode == 0
-    assert list((Path(home) / "runs").glob("*")) == [] and registry.load_records()[0] == []
 
 
 def test_wrong_token_and_other_versions_are_refused_before_any_rank_starts(studio_home, nodes):
