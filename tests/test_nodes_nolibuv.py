@@ -229,7 +229,10 @@ def test_env_style_script_gets_torchruns_variables_on_each_machine(worlds):
 def test_a_store_error_that_is_not_the_network_is_said_at_once_without_a_firewall_hint(studio_home):
     # The stand-in refuses every store with a DistStoreError: no connection is ever tried, so retrying until the
     # join timeout and then blaming a firewall (as before issue 19) would only hide it.
+    # torch is imported before the clock starts: store.connect imports it lazily, and that import alone took
+    # 14-22 s at load 8-10 on a 2-core machine. What is timed is the store's own retrying, or its absence.
     code = ("import time\n"
+            "import torch.distributed\n"
             "from ddpstudio.core.nodes import store\n"
             "t0 = time.monotonic()\n"
             "try:\n"
