@@ -8,6 +8,7 @@ the example's progress lines. Knows nothing of DDP Studio.
 """
 
 import argparse
+import time
 
 import torch
 import torch.distributed as dist
@@ -21,6 +22,7 @@ p.add_argument("--rank", type=int, default=-1)
 p.add_argument("--multiprocessing-distributed", action="store_true")
 p.add_argument("--procs-per-node", type=int, default=torch.cuda.device_count())
 p.add_argument("--steps", type=int, default=5)
+p.add_argument("--pause-s", type=float, default=0.0, help="seconds per step: gives a test time to stop the run")
 
 
 def main():
@@ -51,6 +53,7 @@ def main_worker(gpu, ngpus_per_node, args):
         opt.step()
         print(f"Epoch: [0][{i:3d}/{args.steps}]\tTime  0.010 ( 0.010)\tLoss {loss.item():.4e} ({loss.item():.4e})",
               flush=True)
+        time.sleep(args.pause_s)
     dist.destroy_process_group()
 
 
