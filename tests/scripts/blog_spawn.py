@@ -43,14 +43,14 @@ def main_worker(gpu, ngpus_per_node, args):
                             world_size=args.world_size, rank=args.rank)
     w = torch.zeros(4, requires_grad=True)
     target = torch.tensor([1.0, -2.0, 3.0, 0.5]) * (args.rank + 1)
-    opt = torch.optim.SGD([w], lr=0.1)
     for i in range(args.steps):
         loss = ((w - target) ** 2).sum()
-        opt.zero_grad()
         loss.backward()
         dist.all_reduce(w.grad)
         w.grad /= args.world_size
-        opt.step()
+        with torch.no_grad():  # SGD by hand: torch.optim's first step() imports torch._dynamo (see not_ddp.py)
+            w.add_(w.grad, alpha=-0.1)
+            w.grad.zero_()
         print(f"Epoch: [0][{i:3d}/{args.steps}]\tTime  0.010 ( 0.010)\tLoss {loss.item():.4e} ({loss.item():.4e})",
               flush=True)
         time.sleep(args.pause_s)
