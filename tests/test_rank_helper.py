@@ -64,13 +64,13 @@ CHECK = ("import torch, torch.distributed as dist, torch.distributed.distributed
 
 
 @pytest.mark.slow
-def test_staged_wraps_all_reduce_and_native_only_the_reports():
+def test_staged_wraps_all_reduce_and_native_only_the_reports(settles_plain):
     staged = python(CHECK, **{EXCHANGE_ENV: "staged"})
     assert staged.returncode == 0, staged.stderr
     assert staged.stdout.split() == ["True", "True", "True", "True"]
     native = python(CHECK, **{EXCHANGE_ENV: "native"})
     assert native.stdout.split() == ["True", "False", "True", "True"], native.stderr
-    plain = subprocess.run([sys.executable, "-c", CHECK], capture_output=True, text=True, timeout=120)
+    plain = settles_plain  # SETTLES' first line is CHECK's, in an interpreter without the helper
     assert plain.stdout.split()[:2] == ["False", "False"], "without the helper torch stays untouched"
 
 
@@ -129,7 +129,7 @@ def test_the_helper_watches_the_launchers_lifeline_without_importing_our_package
             proc.wait(10)
 
 
-SETTLES = """
+SETTLES = CHECK + """
 import atexit, sys, time, torch.distributed as dist
 atexit.register(lambda: print(f"exit handler after {time.monotonic() - END[0]:.3f}", flush=True))
 END = [0.0]
@@ -139,8 +139,19 @@ END[0] = time.monotonic()
 """
 
 
+@pytest.fixture(scope="module")
+def settles_plain(tmp_path_factory) -> subprocess.CompletedProcess:
+    """SETTLES run once without the helper (a rank of a one-rank Gloo group): its first line says torch was left
+    untouched, its last how long its exit handler waited. Two tests read it: one interpreter, one torch import."""
+    folder = tmp_path_factory.mktemp("settles-plain")
+    script = folder / "settles.py"
+    script.write_text(SETTLES)
+    return subprocess.run([sys.executable, str(script), (folder / "pg").as_uri()], capture_output=True, text=True,
+                          timeout=120)
+
+
 @pytest.mark.slow
-def test_a_gloo_rank_lets_its_worker_threads_finish_before_the_interpreter_shuts_down(tmp_path):
+def test_a_gloo_rank_lets_its_worker_threads_finish_before_the_interpreter_shuts_down(tmp_path, settles_plain):
     """rank/gloo_exit.py: a rank that used Gloo waits SETTLE_S in an exit hook (registered when it joined, so
     before the script's earlier hooks and before finalization) instead of aborting when a Gloo worker frees
     a finished all-reduce during finalization (pytorch PR #179291, abandoned)."""
@@ -155,7 +166,5 @@ def test_a_gloo_rank_lets_its_worker_threads_finish_before_the_interpreter_shuts
     assert with_helper.returncode == 0, with_helper.stderr
     waited = float(with_helper.stdout.split()[-1])
     assert waited >= SETTLE_S, with_helper.stdout
-    (tmp_path / "pg").unlink(missing_ok=True)
-    plain = subprocess.run([sys.executable, str(script), (tmp_path / "pg").as_uri()], capture_output=True, text=True,
-                           timeout=120)
+    plain = settles_plain
     assert plain.returncode == 0 and float(plain.stdout.split()[-1]) < SETTLE_S, plain.stdout + plain.stderr

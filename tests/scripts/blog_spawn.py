@@ -8,6 +8,7 @@ the example's progress lines. Knows nothing of DDP Studio.
 """
 
 import argparse
+import time
 
 import torch
 import torch.distributed as dist
@@ -21,6 +22,7 @@ p.add_argument("--rank", type=int, default=-1)
 p.add_argument("--multiprocessing-distributed", action="store_true")
 p.add_argument("--procs-per-node", type=int, default=torch.cuda.device_count())
 p.add_argument("--steps", type=int, default=5)
+p.add_argument("--pause-s", type=float, default=0.0, help="seconds per step: gives a test time to stop the run")
 
 
 def main():
@@ -41,16 +43,17 @@ def main_worker(gpu, ngpus_per_node, args):
                             world_size=args.world_size, rank=args.rank)
     w = torch.zeros(4, requires_grad=True)
     target = torch.tensor([1.0, -2.0, 3.0, 0.5]) * (args.rank + 1)
-    opt = torch.optim.SGD([w], lr=0.1)
     for i in range(args.steps):
         loss = ((w - target) ** 2).sum()
-        opt.zero_grad()
         loss.backward()
         dist.all_reduce(w.grad)
         w.grad /= args.world_size
-        opt.step()
+        with torch.no_grad():  # SGD by hand: torch.optim's first step() imports torch._dynamo (see not_ddp.py)
+            w.add_(w.grad, alpha=-0.1)
+            w.grad.zero_()
         print(f"Epoch: [0][{i:3d}/{args.steps}]\tTime  0.010 ( 0.010)\tLoss {loss.item():.4e} ({loss.item():.4e})",
               flush=True)
+        time.sleep(args.pause_s)
     dist.destroy_process_group()
 
 
