@@ -30,8 +30,18 @@ static void run_child(const wchar_t *app, wchar_t *command_line) {
     PROCESS_INFORMATION pi;
     memset(&si, 0, sizeof si);
     si.cb = sizeof si;
-    if (!CreateProcessW(app, command_line, NULL, NULL, TRUE, 0, NULL, NULL, &si, &pi)) {
-        printf("E\t%lu\n", GetLastError());
+    /* Under Wine a start among the hundreds this program makes has failed once with
+     * ERROR_INTERNAL_ERROR (1359; CI-like run, load 3): what is tested is how the child splits its
+     * line, so a failed start is tried again, and "E" is the answer only when it keeps failing. */
+    BOOL started = FALSE;
+    DWORD error = 0;
+    for (int attempt = 0; attempt < 5 && !started; attempt++) {
+        if (attempt) Sleep(200);
+        started = CreateProcessW(app, command_line, NULL, NULL, TRUE, 0, NULL, NULL, &si, &pi);
+        if (!started) error = GetLastError();
+    }
+    if (!started) {
+        printf("E\t%lu\n", error);
         fflush(stdout);
         return;
     }
