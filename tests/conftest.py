@@ -75,6 +75,18 @@ def processes_of(home: Path) -> list[psutil.Process]:
     return found
 
 
+def live_processes_of(home: Path) -> list[psutil.Process]:
+    """``processes_of(home)`` less those already ended (gone, or zombies their parent has yet to reap)."""
+    live = []
+    for proc in processes_of(home):
+        try:
+            if proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE:
+                live.append(proc)
+        except psutil.NoSuchProcess:
+            continue
+    return live
+
+
 def pytest_collection_modifyitems(config, items) -> None:
     """``@pytest.mark.posix_only("why")`` tests skip on Windows with that reason. On a worker of ``-n``,
     the heaviest files come first (tests/parallel.py)."""

@@ -60,10 +60,9 @@ def kill_left(procs) -> None:
 def checkpointed_side_by_side(home: Path, procs: dict) -> dict:
     """Runs started side by side under ``home``, each with ``--checkpoint-dir home/ck-NAME``: every one's events
     and last checkpoint once all exited 0. What a failure leaves is killed; none of home's processes is left."""
-    import psutil
     import torch
 
-    from tests.conftest import processes_of
+    from tests.conftest import live_processes_of
 
     results = {}
     try:
@@ -74,5 +73,5 @@ def checkpointed_side_by_side(home: Path, procs: dict) -> dict:
             results[name] = {"events": events(out), "checkpoint": state}
     finally:
         kill_left(procs.values())
-    assert not [p for p in processes_of(home) if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    assert not live_processes_of(home)
     return results

@@ -26,7 +26,7 @@ from ddpstudio.core.plan import ScriptSpec
 from ddpstudio.core.platform import current
 from ddpstudio.core.policy import Request, build_plan, write_plan
 from ddpstudio.core.launch.rundir import RunDir
-from tests.conftest import processes_of, seed_cache
+from tests.conftest import live_processes_of, seed_cache
 from tests.studio import ddpstudio
 
 pytestmark = [pytest.mark.slow, pytest.mark.posix_only("kills ranks with SIGKILL")]
@@ -199,7 +199,7 @@ def killed_run(tmp_path_factory, warm_cache) -> Killed:
                 run.proc.kill()
                 run.proc.wait(30)
     yield Killed(home, store, run, left, stale, again)
-    leftovers = [p for p in processes_of(home) if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    leftovers = live_processes_of(home)
     for proc in leftovers:
         proc.kill()
     assert not leftovers, f"processes of the killed run's home left running: {[p.pid for p in leftovers]}"
@@ -235,7 +235,7 @@ def test_killed_run_leaves_a_store_that_breaks_the_next_run_until_clean(killed_r
     assert run_processes(run.record.run_id) == []
     assert not [r for r in registry.load_records()[0] if r.state == "running"]
     # The shared home is not this test's studio_home: its own no-leftover check.
-    assert not [p for p in processes_of(killed_run.home) if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    assert not live_processes_of(killed_run.home)
 
 
 def test_prelaunch_check_cleans_our_leftover_so_the_same_command_just_works(killed_run):

@@ -18,13 +18,12 @@ import re
 import subprocess
 import sys
 
-import psutil
 import pytest
 import torch
 
 from ddpstudio.core import protocol
 from ddpstudio.rank.staged import STAGE_CPU_ENV
-from tests.conftest import processes_of, seed_cache
+from tests.conftest import live_processes_of, seed_cache
 from tests.studio import SCRIPTS, ddpstudio, events, final, kill_left, of_type
 
 pytestmark = pytest.mark.slow
@@ -70,7 +69,7 @@ def recipe_runs(tmp_path_factory, warm_cache):
         runs = {key: _recipe_result(home, proc, *key) for key, proc in procs.items()}
     finally:
         kill_left(procs.values())
-    assert not [p for p in processes_of(home) if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    assert not live_processes_of(home)
     return runs
 
 
@@ -129,7 +128,7 @@ def staged_script_run(tmp_path_factory, warm_cache):
     env = {k: v for k, v in os.environ.items() if k != STAGE_CPU_ENV}
     run = _script_run("--grad-exchange", "staged", script_args=("10", "--find-unused"),
                       env={**env, "DDPSTUDIO_HOME": str(home)})
-    assert not [p for p in processes_of(home) if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    assert not live_processes_of(home)
     return run
 
 

@@ -22,7 +22,7 @@ from ddpstudio.core.metrics import rows
 from ddpstudio.core.metrics.history import read_history
 from ddpstudio.core.protocol import GLOBAL_STEP, EventParser
 from ddpstudio.gui.field_help import FIELD_HELP
-from tests.conftest import PROCESS_DEADLINE_S, killed_after, processes_of, seed_cache
+from tests.conftest import PROCESS_DEADLINE_S, killed_after, live_processes_of, seed_cache
 from tests.studio import ENDLESS, TINY
 from tests.test_gui_window import (DEMO, RUN_TIMEOUT_MS, assert_nothing_left, curve_points, launch,  # noqa: F401
                                    open_window)
@@ -76,7 +76,7 @@ def past_runs(tmp_path_factory, warm_cache) -> dict[str, Path]:
     if os.name == "posix":
         runs["killed"] = _killed_run(home)
     deadline = time.monotonic() + 10
-    while [p for p in processes_of(home) if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]:
+    while live_processes_of(home):
         assert time.monotonic() < deadline, "processes of the command-line runs left running"
         time.sleep(0.1)
     return runs

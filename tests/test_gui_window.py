@@ -20,7 +20,7 @@ import psutil
 import pytest
 from PySide6.QtCore import Qt
 
-from tests.conftest import processes_of
+from tests.conftest import live_processes_of, processes_of
 from ddpstudio.core import paths, protocol
 from ddpstudio.core.gpu import FakeGpuSource
 from ddpstudio.gui.dialogs import ScriptedDialogs
@@ -76,7 +76,7 @@ def wait_for_steps(qtbot, window: MainWindow, steps: int = 1) -> None:
 
 def assert_nothing_left(qtbot, home) -> None:
     def gone():
-        return not [p for p in processes_of(home) if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+        return not live_processes_of(home)
     qtbot.waitUntil(gone, timeout=10_000)
 
 
