@@ -17,8 +17,9 @@ Not counted: processes killed by a signal (no exit hook runs: the rank a test ki
 and non-Python processes (Wine, makensis, slurmd). The "reaped" column fills that gap from the other
 side: the CPU of every descendant the test's pytest process waited for (``RUSAGE_CHILDREN``: a
 process counts there once its parent has reaped it, and a parent's figure includes its own reaped
-children), killed or not, Python or not; orphans that init reaps are missing from it. The table says how many torch imports each test
-paid for, since every rank's start costs an ``import torch`` (docs/testing.md).
+children), killed or not, Python or not; orphans that init reaps are missing from it. The table
+says how many torch imports each test paid for, since every rank's start costs an ``import torch``
+(docs/testing.md).
 """
 
 from __future__ import annotations

@@ -34,10 +34,11 @@ def detect_inventory(source: GpuSource | None = None) -> Inventory:
     for torch's, so a test can model a GPU machine on a machine without one.
     """
     driver = (source if source is not None else get_source()).inventory()
-    view = (_torch_build() if driver.stands_in_for_torch else None) or _torch_view()
     if driver.stands_in_for_torch:
+        view = _torch_build() or _torch_view()
         gpus, cuda_available = driver.gpus, bool(driver.gpus)
     else:
+        view = _torch_view()
         gpus, cuda_available = view.gpus, view.cuda_available
     return Inventory(
         gpus=gpus,
@@ -87,10 +88,10 @@ def _torch_build() -> _TorchView | None:
     where that file cannot be read as expected; the caller then imports torch."""
     try:
         spec = importlib.util.find_spec("torch")
-        origin = None if spec is None or spec.origin is None else Path(spec.origin).with_name("version.py")
-        if origin is None:
+        if spec is None or spec.origin is None:
             return None
-        loaded = importlib.util.spec_from_file_location("_ddpstudio_torch_version", origin)
+        loaded = importlib.util.spec_from_file_location("_ddpstudio_torch_version",
+                                                        Path(spec.origin).with_name("version.py"))
         module = importlib.util.module_from_spec(loaded)
         loaded.loader.exec_module(module)  # assignments and a typing import: torch's build writes it so
         version, cuda = module.__version__, module.cuda
