@@ -211,7 +211,8 @@ def studio_home(tmp_path_factory, monkeypatch, warm_cache) -> Path:
 
 # The plain run that several files only read: two ranks of the built-in perceptron on a FileStore, checkpointed at
 # its end. test_run_e2e checks how it trains and resumes it over a TCP store, test_recipe_speed reads the defaults
-# it states. A two-rank run costs 12-15 s of CPU before its first step (docs/testing.md, "Where the CPU goes").
+# it states, test_exchange_e2e compares the staged exchange with it. A two-rank run costs 12-15 s of CPU before its
+# first step (docs/testing.md, "Where the CPU goes"): three runs of it cost 26-30 s more than one.
 SHARED_RUN_STEPS = 30
 # Batch 16 at lr 0.02: the perceptron's mean loss over the last 5 of 30 steps is under half that of the first 5.
 PERCEPTRON = ["--model", "mlp", "--image-size", "8", "--batch-size", "16", "--lr", "0.02"]
