@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -11,6 +12,7 @@ import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
+from typing import NamedTuple
 
 import psutil
 import pytest
@@ -205,6 +207,52 @@ def studio_home(tmp_path_factory, monkeypatch, warm_cache) -> Path:
         except psutil.Error:
             pass
     assert not described, f"processes left running after the test: {described}"
+
+
+# The plain run that several files only read: two ranks of the built-in perceptron on a FileStore, checkpointed at
+# its end. test_run_e2e checks how it trains and resumes it over a TCP store, test_recipe_speed reads the defaults
+# it states, test_exchange_e2e compares the staged exchange with it. A two-rank run costs 12-15 s of CPU before its
+# first step (docs/testing.md, "Where the CPU goes"): three runs of it cost 26-30 s more than one.
+SHARED_RUN_STEPS = 30
+# Batch 16 at lr 0.02: the perceptron's mean loss over the last 5 of 30 steps is under half that of the first 5.
+PERCEPTRON = ["--model", "mlp", "--image-size", "8", "--batch-size", "16", "--lr", "0.02"]
+
+
+class SharedRun(NamedTuple):
+    """The shared run's home and checkpoint folder (read them, never write: other workers' tests read them too),
+    and what its ``ddpstudio run --json`` returned."""
+
+    home: Path
+    checkpoint_dir: Path
+    result: subprocess.CompletedProcess
+
+
+@pytest.fixture(scope="session")
+def shared_run(tmp_path_factory, warm_cache) -> SharedRun:
+    """The shared run, started once per pytest run. Under ``-n`` each worker has its own session: the first
+    that needs the run starts it, the others wait on a lock and read what it left (pytest-xdist's docs,
+    "Making session-scoped fixtures execute only once")."""
+    from filelock import FileLock  # a dependency of torch; imported only where the run is needed
+
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # this pytest run's folder, above each worker's own (popen-gw0, popen-gw1)
+    home, record = root / "shared-run-home", root / "shared-run.json"
+    with FileLock(str(root / "shared-run.lock"), timeout=PROCESS_DEADLINE_S):
+        if not record.exists():
+            seed_cache(home, warm_cache)
+            args = [PYTHON, "-m", "ddpstudio", "run", "--json", *PERCEPTRON, "--max-steps", str(SHARED_RUN_STEPS),
+                    "--checkpoint-dir", str(home / "ckpt")]
+            with pytest.MonkeyPatch.context() as patch:
+                if machine.has_gpus():  # as gpus_only_where_asked does for a test, whose fixtures come after this
+                    machine.hide_gpus(patch, root)
+                res = subprocess.run(args, capture_output=True, text=True, timeout=PROCESS_DEADLINE_S,
+                                     stdin=subprocess.DEVNULL, env={**os.environ, "DDPSTUDIO_HOME": str(home)})
+            assert not processes_of(home)
+            record.write_text(json.dumps({"args": args, "returncode": res.returncode, "stdout": res.stdout,
+                                          "stderr": res.stderr}), encoding="utf-8")
+        done = json.loads(record.read_text(encoding="utf-8"))
+    return SharedRun(home, home / "ckpt", subprocess.CompletedProcess(**done))
 
 
 @pytest.fixture(scope="session")

@@ -2,12 +2,15 @@
 
 The recipe runs train the built-in perceptron (``--model mlp``, 8x8 images): what is checked is the exchange
 (staged equals native, fp16 stays close), not the model, and resnet18 cost each of the six ranks a torchvision
-import and seconds of training (74 s of CPU for the three runs, 47 s with the perceptron). DDP's gradients in
-several buckets, each staged once in order, are checked in tests/test_staged_pipeline.py (``bucket_cap_mb``).
+import and seconds of training (74 s of CPU for the three runs, 47 s with the perceptron). The native one is
+the run test_run_e2e and test_recipe_speed also read (conftest.py's ``shared_run``): a run fewer, two ranks
+and about 13 s of CPU. DDP's gradients in several buckets, each staged once in order, are checked in
+tests/test_staged_pipeline.py (``bucket_cap_mb``).
 
-fp16 tolerance: after 10 steps of the perceptron (batch 16, lr 0.05) the parameters of the staged+fp16 run
-differ from the fp32 run's by 5.8e-5 in relative L2 norm on this machine (no BatchNorm to amplify the
-rounding); the test allows 5e-4. docs/exchange.md gives resnet18's figure (11%, BatchNorm from scratch).
+fp16 tolerance: after 30 steps of the perceptron (batch 16, lr 0.02; loss 2.27 -> 0.17 natively) the parameters
+of the staged+fp16 run differ from the fp32 run's by 5.8e-5 in relative L2 norm on this machine (no BatchNorm to
+amplify the rounding; the staged fp32 run's equal the native run's exactly); the test allows 5e-4. docs/exchange.md
+gives resnet18's figure (11%, BatchNorm from scratch).
 """
 
 from __future__ import annotations
@@ -17,21 +20,21 @@ import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
 
 from ddpstudio.core import protocol
 from ddpstudio.rank.staged import STAGE_CPU_ENV
-from tests.conftest import live_processes_of, seed_cache
+from tests.conftest import PERCEPTRON, SHARED_RUN_STEPS, live_processes_of, seed_cache
 from tests.studio import SCRIPTS, ddpstudio, events, final, kill_left, of_type
 
 pytestmark = pytest.mark.slow
-STEPS = 10
-# Batch 16 at lr 0.05: the perceptron's loss falls within 10 steps (2.27 -> 1.24 natively, 2 CPU ranks); at
-# lr 0.01 it barely did (2.27 -> 2.07), so whether fp16 "still learns" would be left to rounding luck.
-RECIPE = ["--model", "mlp", "--max-steps", str(STEPS), "--batch-size", "16", "--image-size", "8", "--lr", "0.05",
-          "--rendezvous-timeout", "60"]
+# The native run is the shared one (conftest.py's shared_run: on the CPU "auto" is the native exchange); the staged
+# runs train the same perceptron the same way, so they take its arguments: batch 16 at lr 0.02 for 30 steps.
+STEPS = SHARED_RUN_STEPS
+RECIPE = [*PERCEPTRON, "--max-steps", str(STEPS), "--rendezvous-timeout", "60"]
 FP16_RELATIVE_TOLERANCE = 5e-4
 
 
@@ -47,29 +50,36 @@ def _start_recipe_run(home, mode: str, compression: str) -> subprocess.Popen:
         stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
 
 
-def _recipe_result(home, proc: subprocess.Popen, mode: str, compression: str) -> dict:
+def _finished(proc: subprocess.Popen) -> subprocess.CompletedProcess:
     out, err = proc.communicate(timeout=240)
-    assert proc.returncode == 0, err + out[-3000:]
-    evs = events(out)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def _recipe_result(res: subprocess.CompletedProcess, checkpoint_dir: Path, mode: str, compression: str) -> dict:
+    assert res.returncode == 0, res.stderr + res.stdout[-3000:]
+    evs = events(res.stdout)
     assert final(evs).get("state") == "finished"
     joined = {e.rank: (e.get("grad_exchange"), e.get("grad_compression")) for e in of_type(evs, protocol.RANK_JOINED)}
     assert joined == {0: (mode, compression), 1: (mode, compression)}
     losses = [e.get("loss") for e in of_type(evs, protocol.GLOBAL_STEP)]
-    state = torch.load(home / f"ck-{mode}-{compression}" / "checkpoint.pt", map_location="cpu", weights_only=False)
+    state = torch.load(checkpoint_dir / "checkpoint.pt", map_location="cpu", weights_only=False)
     return {"losses": losses, "model": state["model"], "started": of_type(evs, protocol.RUN_STARTED)[0]}
 
 
 @pytest.fixture(scope="module")
-def recipe_runs(tmp_path_factory, warm_cache):
-    """The same seeded run three ways, side by side: native, staged, staged + fp16. Each rank computes on
-    one thread, so a run's numbers do not depend on what runs beside it."""
+def recipe_runs(shared_run, tmp_path_factory, warm_cache):
+    """The same seeded run three ways: native (the shared run), then staged and staged + fp16 side by side. Each
+    rank computes on one thread, so a run's numbers do not depend on when it ran or what ran beside it."""
     home = seed_cache(tmp_path_factory.mktemp("exchange-home"), warm_cache)
-    procs = {key: _start_recipe_run(home, *key) for key in KEYS}
+    procs = {key: _start_recipe_run(home, *key) for key in KEYS[1:]}
     try:
-        runs = {key: _recipe_result(home, proc, *key) for key, proc in procs.items()}
+        done = {key: _finished(proc) for key, proc in procs.items()}
     finally:
         kill_left(procs.values())
     assert not live_processes_of(home)
+    runs = {KEYS[0]: _recipe_result(shared_run.result, shared_run.checkpoint_dir, *KEYS[0])}
+    for key, res in done.items():
+        runs[key] = _recipe_result(res, home / f"ck-{key[0]}-{key[1]}", *key)
     return runs
 
 

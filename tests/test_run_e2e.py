@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -13,16 +14,15 @@ import pytest
 
 from ddpstudio.core import protocol
 from ddpstudio.core.launch.rundir import RunDir
-from tests.conftest import processes_of, seed_cache
+from tests.conftest import PERCEPTRON, SHARED_RUN_STEPS, processes_of, seed_cache
 from tests.studio import ENDLESS, SCRIPTS, TINY, ddpstudio, events, final, of_type
 
 pytestmark = pytest.mark.slow
 
 
-def test_filestore_run_trains_both_ranks_and_loss_falls(studio_home):
+def test_filestore_run_trains_both_ranks_and_loss_falls(shared_run):
     # The built-in perceptron: the recipe's resnet18 default is trained by the demo's test (test_recipe_eval.py).
-    res = ddpstudio("run", "--json", "--model", "mlp", "--image-size", "8", "--max-steps", "30", "--batch-size", "16",
-                    "--lr", "0.02")
+    res = shared_run.result
     assert res.returncode == 0, res.stderr + res.stdout[-3000:]
     evs = events(res.stdout)
     started = of_type(evs, protocol.RUN_STARTED)[0]
@@ -30,9 +30,9 @@ def test_filestore_run_trains_both_ranks_and_loss_falls(studio_home):
     assert started.get("effective_batch") == 32
     steps = of_type(evs, protocol.STEP)
     assert {e.rank for e in steps} == {0, 1}
-    assert max(e.get("step") for e in steps) == 30
+    assert max(e.get("step") for e in steps) == SHARED_RUN_STEPS
     losses = [e.get("loss") for e in of_type(evs, protocol.GLOBAL_STEP)]
-    assert len(losses) == 30
+    assert len(losses) == SHARED_RUN_STEPS
     assert sum(losses[-5:]) / 5 < 0.5 * sum(losses[:5]) / 5, losses
     assert final(evs).get("state") == "finished"
     assert {e.rank: e.get("exit_code") for e in of_type(evs, protocol.RANK_EXITED)} == {0: 0, 1: 0}
@@ -43,19 +43,22 @@ def test_filestore_run_trains_both_ranks_and_loss_falls(studio_home):
 
 
 @pytest.fixture(scope="module")
-def tcp_checkpoint_run(tmp_path_factory, warm_cache):
-    """One run feeds two tests: the TCP store, and the first half of checkpoint-then-resume
-    (which store the first run used does not matter to the resume)."""
+def tcp_resume_run(shared_run, tmp_path_factory, warm_cache):
+    """One run feeds two tests: the shared FileStore run's checkpoint, resumed for 4 more steps over a TCP store,
+    is the TCP store's run and the second half of checkpoint-then-resume (which store each half used does not
+    matter to the resume). It resumes a copy: the shared run's folder stays as that run left it."""
     home = seed_cache(tmp_path_factory.mktemp("tcp-home"), warm_cache)
     ckpt = home / "ckpt"
-    res = ddpstudio("run", "--json", "--store", "tcp", "--max-steps", "4", "--checkpoint-dir", str(ckpt), *TINY,
-                    env={**os.environ, "DDPSTUDIO_HOME": str(home)})
+    if shared_run.checkpoint_dir.is_dir():  # else the resume says what is missing, and both tests show it
+        shutil.copytree(shared_run.checkpoint_dir, ckpt)
+    res = ddpstudio("run", "--json", "--store", "tcp", "--max-steps", str(SHARED_RUN_STEPS + 4), "--checkpoint-dir",
+                    str(ckpt), "--resume", *PERCEPTRON, env={**os.environ, "DDPSTUDIO_HOME": str(home)})
     assert not processes_of(home)
-    return home, ckpt, res
+    return home, res
 
 
-def test_tcp_store_run(tcp_checkpoint_run):
-    _, _, res = tcp_checkpoint_run
+def test_tcp_store_run(tcp_resume_run):
+    _, res = tcp_resume_run
     assert res.returncode == 0, res.stderr + res.stdout[-3000:]
     evs = events(res.stdout)
     assert of_type(evs, protocol.RUN_STARTED)[0].get("init_method").startswith("tcp://127.0.0.1:")
@@ -95,20 +98,19 @@ def test_reporter_events_replace_scraping(studio_home):
     assert len(steps) == 10 and all(e.get("source") is None and e.get("samples_per_s") == 100.0 for e in steps)
 
 
-def test_checkpoint_then_resume_continues_from_the_saved_step(tcp_checkpoint_run, monkeypatch):
-    home, ckpt, first = tcp_checkpoint_run
-    monkeypatch.setenv("DDPSTUDIO_HOME", str(home))
+def test_checkpoint_then_resume_continues_from_the_saved_step(shared_run, tcp_resume_run):
+    first, ckpt = shared_run.result, shared_run.checkpoint_dir
     assert first.returncode == 0, first.stderr + first.stdout[-3000:]
     saved = of_type(events(first.stdout), protocol.CHECKPOINT_SAVED)
-    assert [e.get("step") for e in saved] == [4]
+    assert [e.get("step") for e in saved] == [SHARED_RUN_STEPS]
     assert sorted(p.name for p in ckpt.iterdir()) == ["checkpoint.json", "checkpoint.pt", "model.pt"]  # no temp file
 
-    second = ddpstudio("run", "--json", "--max-steps", "7", "--checkpoint-dir", str(ckpt), "--resume", *TINY)
+    home, second = tcp_resume_run
     assert second.returncode == 0, second.stderr + second.stdout[-3000:]
     evs = events(second.stdout)
-    assert [e.get("step") for e in of_type(evs, protocol.GLOBAL_STEP)] == [5, 6, 7]
+    assert [e.get("step") for e in of_type(evs, protocol.GLOBAL_STEP)] == [SHARED_RUN_STEPS + s for s in (1, 2, 3, 4)]
     assert any("resumed from" in (e.get("line") or "") for e in of_type(evs, protocol.LOG))
-    assert [e.get("step") for e in of_type(evs, protocol.CHECKPOINT_SAVED)] == [7]
+    assert [e.get("step") for e in of_type(evs, protocol.CHECKPOINT_SAVED)] == [SHARED_RUN_STEPS + 4]
     assert not processes_of(home)  # the fixture's home, not this test's
 
 
