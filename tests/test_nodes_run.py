@@ -19,6 +19,7 @@ from ddpstudio.core import protocol
 from ddpstudio.core.cleanup import registry
 from ddpstudio.core.nodes import joincode
 from ddpstudio.core.nodes.facts import FACTS_OVERRIDE_ENV
+from tests.studio import sigint_at
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.posix_only("the loopback adapter is named 'lo', and the tests signal with SIGKILL/SIGINT")]
@@ -37,7 +38,7 @@ class Node:
         self.proc = subprocess.Popen([*prefix, sys.executable, "-m", "ddpstudio", *args[:cut], "--json", *args[cut:]],
                                      stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
-                                     env={**os.environ, **(env or {})})
+                                     env={**os.environ, **(env or {})}, **sigint_at(signal.SIG_DFL))
         self.raw: list[dict] = []
         self.events: list[protocol.Event] = []
         self.stderr = ""

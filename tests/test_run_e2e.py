@@ -15,7 +15,7 @@ import pytest
 from ddpstudio.core import protocol
 from ddpstudio.core.launch.rundir import RunDir
 from tests.conftest import PERCEPTRON, SHARED_RUN_STEPS, processes_of, seed_cache
-from tests.studio import ENDLESS, SCRIPTS, TINY, ddpstudio, events, final, of_type
+from tests.studio import ENDLESS, SCRIPTS, TINY, ddpstudio, events, final, of_type, sigint_at
 
 pytestmark = pytest.mark.slow
 
@@ -130,7 +130,7 @@ def test_a_crashing_rank_stops_the_other_and_is_the_root_cause(studio_home):
 @pytest.mark.posix_only("SIGINT to a child; Windows needs CTRL_C_EVENT and a shared console")
 def test_ctrl_c_stops_the_run_and_leaves_nothing(studio_home):
     cli = subprocess.Popen([sys.executable, "-m", "ddpstudio", "run", "--json", *ENDLESS, *TINY],
-                           stdout=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+                           stdout=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL, **sigint_at(signal.SIG_DFL))
     try:
         for line in cli.stdout:  # wait until training really runs
             if '"type":"global_step"' in line:
@@ -194,7 +194,8 @@ def test_every_process_of_the_run_ends_even_a_child_that_ignores_sigterm(studio_
 
     args = [sys.executable, "-m", "ddpstudio", "run", "--json", "--script", str(SCRIPTS / "stubborn_child.py"),
             "--script-style", "env", "--", "train" if how == "stop" else "finish"]
-    cli = subprocess.Popen(args, stdout=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+    cli = subprocess.Popen(args, stdout=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL,
+                           **sigint_at(signal.SIG_DFL))
     lines, children = [], set()
     try:
         for line in cli.stdout:
