@@ -94,15 +94,18 @@ def bench(request, tmp_path_factory):
     parts = [p for p in ROWS if any(getattr(item, "callspec", None) and item.callspec.params.get("part") == p
                                     for item in request.session.items if item.module is request.module)]
     work = tmp_path_factory.mktemp("gpu-bench")
-    home = work / "home"
-    found = Bench(None, parts, work / "gpu.json", work / "stdout.txt", work / "stderr.txt")
-    with open(found.stdout, "w") as out, open(found.stderr, "w") as err:
-        found.proc = subprocess.Popen([PYTHON, str(REPO / "benchmarks" / "gpu.py"), "--cpu", "--parts", ",".join(parts),
-                                       "--json", str(found.json)], stdout=out, stderr=err, stdin=subprocess.DEVNULL,
-                                      env={**os.environ, "PYTHONPATH": str(REPO), "DDPSTUDIO_HOME": str(home)})
-    yield found
-    kill_left([found.proc])
-    assert not live_processes_of(home)
+    home = work / "home"  # the script's and its children's: how what a failure leaves is found
+    with open(work / "stdout.txt", "w") as out, open(work / "stderr.txt", "w") as err:  # files: no pipe fills up
+        proc = subprocess.Popen([PYTHON, str(REPO / "benchmarks" / "gpu.py"), "--cpu", "--parts", ",".join(parts),
+                                 "--json", str(work / "gpu.json")], stdout=out, stderr=err, stdin=subprocess.DEVNULL,
+                                env={**os.environ, "PYTHONPATH": str(REPO), "DDPSTUDIO_HOME": str(home)})
+    yield Bench(proc, parts, work / "gpu.json", work / "stdout.txt", work / "stderr.txt")
+    kill_left([proc])
+    left = live_processes_of(home)
+    for child in left:
+        child.kill()
+    psutil.wait_procs(left, timeout=10)
+    assert not left, f"processes of the benchmark left running: {[p.pid for p in left]}"
 
 
 @pytest.mark.slow
