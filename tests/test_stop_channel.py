@@ -38,7 +38,9 @@ except KeyboardInterrupt:
 
 # A torchrun-style script (knows nothing of DDP Studio) that trains until it is stopped: env://, its gradient
 # all-reduced each step, the loss printed as the output scraper reads it. SGD by hand, as tests/scripts/not_ddp.py
-# does: torch.optim.SGD's constructor imports torch._dynamo, 2.4 s of CPU a rank here, which no stop needs.
+# does: an optimizer's constructor imports torch._dynamo (torch/optim/optimizer.py: ``__init__`` calls
+# ``add_param_group``, decorated ``@torch._disable_dynamo``, whose wrapper in torch/_compile.py runs
+# ``import torch._dynamo`` on its first call), 2.4 s of CPU a rank here, which no stop needs.
 SCRIPT = """
 import torch
 import torch.distributed as dist
