@@ -7,24 +7,25 @@ Wall-clock steps/s on a shared 2-core machine is noise (benchmarks/plain_scripts
 says so); CPU seconds are not. A script that knows nothing of DDP Studio (2 Gloo
 ranks, env:// rendezvous, as users write them) runs three jobs:
 
-* ``silent``: joins the group, sleeps ``--seconds``, prints nothing;
+* ``silent``: joins the group, sleeps ``--seconds``, prints nothing (one loss line first, so the run
+  ends "finished");
 * ``print``: the same, printing ``step {i} loss {x:.4f}`` at ``--rate`` lines/s per rank;
-* ``mlp``: benchmarks/plain/mlp.py's loop (loss printed every step), ``--steps`` steps.
+* ``mlp``: benchmarks/plain/mlp.py's loop (loss printed every step), ``--steps`` steps, a tenth warm-up.
 
 under ``torchrun``, ``ddpstudio run`` (the rank helper on) and ``ddpstudio run
---no-rank-helper``, in rotating rounds. Read per launch, with no sampling:
+--no-rank-helper``, in rotating rounds (``--tree``: each checkout's studio kinds in the
+same rounds, before and after a change). Only the timed part counts, from a barrier
+(after the warm-up in ``mlp``) to the end of the job, so start-up and teardown are
+left out. Over it, with no sampling:
 
-* the front process's own CPU (the CLI; torchrun's agent), from ``/proc`` once it
-  has exited and before it is reaped (``os.waitid(..., WNOWAIT)``);
-* each rank's own CPU (``resource.getrusage``) when its script ends, and the CPU of
-  its steady part (``time.process_time`` around the loop after warm-up: every thread
-  of the rank, the helper's included);
-* the launcher's: the front's reaped children's CPU minus the ranks' (for torchrun
-  the same difference is the ranks' interpreter teardown alone: the floor).
+* rank 0 reads the own CPU (user + system) of its parent and grandparent from
+  ``/proc/PID/stat`` (Linux): torchrun's agent, or the launcher and the CLI above it;
+* each rank adds its own ``time.process_time()`` (every thread of the rank, the
+  helper's included).
 
-Reported, medians over rounds: front and launcher CPU seconds per wall second of
-the job; the difference print - silent per printed line (us/line); the ranks'
-CPU per training step in the mlp job (us/step).
+Reported, medians (min-max) over rounds: the front's (CLI, torchrun) and the
+launcher's CPU seconds per wall second; (print - silent) per printed line, front and
+launcher together (us/line); the ranks' CPU per second and, in ``mlp``, per step (us).
 """
 
 from __future__ import annotations
