@@ -67,9 +67,15 @@ class ProgressView:
         # among them was on the screen already and is not printed twice (issue 27).
         self.shown: dict[int | None, collections.deque[str]] = {}
         self._batched = False  # inside feed_all: one flush at its end
+        self._handlers: dict[str, Any] = {}  # event type -> its _handle_ method (None: ignored)
 
     def feed(self, event: protocol.Event) -> None:
-        handler = getattr(self, f"_handle_{event.type}", None)
+        # One lookup per event type, not a name built and looked up per event: the CLI reads two events per
+        # line a script prints (issue 20).
+        try:
+            handler = self._handlers[event.type]
+        except KeyError:
+            handler = self._handlers[event.type] = getattr(self, f"_handle_{event.type}", None)
         if handler is not None:
             handler(event)
 
