@@ -22,7 +22,6 @@ Between them the rank is in ``script``: its own code.
 from __future__ import annotations
 
 import functools
-from time import monotonic
 from types import ModuleType
 from typing import Any, Callable
 
@@ -56,38 +55,20 @@ def install(dist: ModuleType) -> Heartbeat | None:
     for name in COLLECTIVES:
         if callable(getattr(dist, name, None)):
             setattr(dist, name, _during(beat, EXCHANGE, getattr(dist, name)))
-    register_optimizer_step_pre_hook(_optimizer_begins(beat))
-    register_optimizer_step_post_hook(_optimizer_ends(beat))
+    register_optimizer_step_pre_hook(lambda *_: beat.mark(OPTIMIZER))
+    register_optimizer_step_post_hook(lambda *_: beat.mark(SCRIPT, beat.step + 1))
     return beat
 
 
-def _optimizer_begins(beat: Heartbeat) -> Callable:
-    def begins(*_: Any) -> None:
-        beat.phase, beat.since = OPTIMIZER, monotonic()
-
-    return begins
-
-
-def _optimizer_ends(beat: Heartbeat) -> Callable:
-    def ends(*_: Any) -> None:  # the next step begins
-        beat.step += 1
-        beat.phase, beat.since = SCRIPT, monotonic()
-
-    return ends
-
-
-# The wrappers below run on every training step (forward, backward, each collective): they set the phase
-# and its time themselves, what Heartbeat.mark does, without a method call per mark (issue 20: per-step
-# code is measured against torchrun).
 def _during(beat: Heartbeat, phase: str, original: Callable) -> Callable:
     @functools.wraps(original)
     def marked(*args: Any, **kwargs: Any) -> Any:
         before = beat.phase or SCRIPT
-        beat.phase, beat.since = phase, monotonic()
+        beat.mark(phase)
         try:
             return original(*args, **kwargs)
         finally:
-            beat.phase, beat.since = before, monotonic()
+            beat.mark(before)
 
     return marked
 
@@ -96,10 +77,10 @@ def _forward(beat: Heartbeat, original: Callable, grad_enabled: Callable[[], boo
     @functools.wraps(original)
     def forward(module: Any, *args: Any, **kwargs: Any) -> Any:
         before = beat.phase or SCRIPT
-        beat.phase, beat.since = FORWARD if module.training and grad_enabled() else EVAL, monotonic()
+        beat.mark(FORWARD if module.training and grad_enabled() else EVAL)
         try:
             return original(module, *args, **kwargs)
         finally:
-            beat.phase, beat.since = before, monotonic()
+            beat.mark(before)
 
     return forward
