@@ -55,9 +55,23 @@ def install(dist: ModuleType) -> Heartbeat | None:
     for name in COLLECTIVES:
         if callable(getattr(dist, name, None)):
             setattr(dist, name, _during(beat, EXCHANGE, getattr(dist, name)))
-    register_optimizer_step_pre_hook(lambda *_: beat.mark(OPTIMIZER))
-    register_optimizer_step_post_hook(lambda *_: beat.mark(SCRIPT, beat.step + 1))
+    register_optimizer_step_pre_hook(_optimizer_begins(beat))
+    register_optimizer_step_post_hook(_optimizer_ends(beat))
     return beat
+
+
+def _optimizer_begins(beat: Heartbeat) -> Callable:
+    def begins(*_: Any) -> None:
+        beat.mark(OPTIMIZER)
+
+    return begins
+
+
+def _optimizer_ends(beat: Heartbeat) -> Callable:
+    def ends(*_: Any) -> None:  # the next step begins
+        beat.mark(SCRIPT, beat.step + 1)
+
+    return ends
 
 
 def _during(beat: Heartbeat, phase: str, original: Callable) -> Callable:
