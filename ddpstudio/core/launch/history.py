@@ -57,11 +57,8 @@ class HistoryWriter:
         self.record_all([event])
 
     def record_all(self, events: list[protocol.Event]) -> None:
-        """The same for several events, in one write. Only the types that carry measurements are looked at:
-        most of what the launcher merges are log lines, one per line a script prints (issue 20)."""
-        measured = rows.MEASURED
-        self._write(*(item for event in events if event.type in measured
-                      for item in rows.event_rows(event, self.t0)))
+        """The same for several events, in one write."""
+        self._write(*(item for event in events for item in rows.event_rows(event, self.t0)))
 
     def _on_snapshot(self, snapshot: Snapshot) -> None:
         self._write(*rows.snapshot_rows(snapshot, self._rank_of, self.t0, self._gpus))

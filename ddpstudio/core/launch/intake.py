@@ -79,17 +79,14 @@ class RankIntake:
         if self.steps is not None:  # after the events file: a step it reported is not counted again
             self._emit_all(self.steps.release(r.rank, time.monotonic()))
         # stderr first: progress bars (tqdm) draw there, summaries are printed after them to stdout.
-        tag, emit, last = self._tag(r), self.emit, r.last
         for stream, tail in (("stderr", r.err), ("stdout", r.out)):
-            # Per-line code (issue 20: hundreds of lines a second per rank): names looked up once per read.
             for line, redrawn in tail.read_segments(final):
                 if not redrawn:  # a progress bar's intermediate updates are read, not logged
                     if stream == "stderr":
                         r.stderr.add(line)
                     if line.strip():
-                        last.append(line)
-                    emit(protocol.Event(protocol.LOG, protocol.SCHEMA_VERSION, time.time(), tag,
-                                        {"stream": stream, "line": line}))
+                        r.last.append(line)
+                    self.emit(protocol.make_event(protocol.LOG, rank=self._tag(r), stream=stream, line=line))
                 if r.scraper is not None and not r.reports_steps:
                     self._scraped(r, r.scraper.feed(line))
         if final and self.steps is not None:

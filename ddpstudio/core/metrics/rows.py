@@ -30,7 +30,7 @@ EVAL = "eval"  # the event type the built-in recipe reports evaluations with
 _NOT_METRICS = frozenset({"step", "epoch", "samples", "total_steps", "steps_per_epoch"})
 
 Row = list  # [metric, key, step, t, value]
-MEASURED = frozenset({protocol.STEP, protocol.GLOBAL_STEP, EVAL})  # the types event_rows reads
+_MEASURED = frozenset({protocol.STEP, protocol.GLOBAL_STEP, EVAL})  # the types event_rows reads
 
 
 def header(*, run_id: str, t0: float, world_size: int, effective_batch: int | None, origin: str = "run",
@@ -57,7 +57,7 @@ def row(metric: str, key: int | None, step: int | None, t: float, value: float) 
 
 def event_rows(event: protocol.Event, t0: float) -> list[Row]:
     """The measurements one protocol event carries (none for most event types)."""
-    if event.type not in MEASURED:
+    if event.type not in _MEASURED:
         return []  # a log line, most of what the launcher merges when a script prints every step
     t = event.t - t0
     step = event.get("step")
