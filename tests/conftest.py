@@ -77,16 +77,33 @@ def processes_of(home: Path) -> list[psutil.Process]:
     return found
 
 
+def _alive(proc: psutil.Process) -> bool:
+    """Not ended: neither gone nor a zombie its parent has yet to reap."""
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
 def live_processes_of(home: Path) -> list[psutil.Process]:
-    """``processes_of(home)`` less those already ended (gone, or zombies their parent has yet to reap)."""
-    live = []
-    for proc in processes_of(home):
+    """``processes_of(home)`` less those already ended."""
+    return [proc for proc in processes_of(home) if _alive(proc)]
+
+
+def assert_none_left(home: Path, grace_s: float = 10) -> None:
+    """Fails if a process of ``home`` is still running after ``grace_s``, and kills what is left either way."""
+    leftovers = processes_of(home)
+    deadline = time.monotonic() + grace_s
+    while leftovers and time.monotonic() < deadline:
+        time.sleep(0.1)
+        leftovers = [p for p in leftovers if _alive(p)]
+    described = [f"{p.pid} {' '.join(p.cmdline()[:6])}" for p in leftovers if p.is_running()]
+    for proc in leftovers:
         try:
-            if proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE:
-                live.append(proc)
-        except psutil.NoSuchProcess:
-            continue
-    return live
+            proc.kill()
+        except psutil.Error:
+            pass
+    assert not described, f"processes left running after the test: {described}"
 
 
 def pytest_collection_modifyitems(config, items) -> None:
@@ -195,18 +212,7 @@ def studio_home(tmp_path_factory, monkeypatch, warm_cache) -> Path:
     home = seed_cache(tmp_path_factory.mktemp("home"), warm_cache)
     monkeypatch.setenv("DDPSTUDIO_HOME", str(home))
     yield home
-    leftovers = processes_of(home)
-    deadline = time.monotonic() + 10
-    while leftovers and time.monotonic() < deadline:
-        time.sleep(0.1)
-        leftovers = [p for p in leftovers if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
-    described = [f"{p.pid} {' '.join(p.cmdline()[:6])}" for p in leftovers if p.is_running()]
-    for proc in leftovers:
-        try:
-            proc.kill()
-        except psutil.Error:
-            pass
-    assert not described, f"processes left running after the test: {described}"
+    assert_none_left(home)
 
 
 # The plain run that several files only read: two ranks of the built-in perceptron on a FileStore, checkpointed at
@@ -248,7 +254,7 @@ def shared_run(tmp_path_factory, warm_cache) -> SharedRun:
                     machine.hide_gpus(patch, root)
                 res = subprocess.run(args, capture_output=True, text=True, timeout=PROCESS_DEADLINE_S,
                                      stdin=subprocess.DEVNULL, env={**os.environ, "DDPSTUDIO_HOME": str(home)})
-            assert not processes_of(home)
+            assert_none_left(home)
             record.write_text(json.dumps({"args": args, "returncode": res.returncode, "stdout": res.stdout,
                                           "stderr": res.stderr}), encoding="utf-8")
         done = json.loads(record.read_text(encoding="utf-8"))
