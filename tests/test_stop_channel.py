@@ -36,38 +36,12 @@ except KeyboardInterrupt:
 """
 
 
-# A torchrun-style script (knows nothing of DDP Studio) that trains until it is stopped: env://, its gradient
-# all-reduced each step, the loss printed as the output scraper reads it. SGD by hand, as tests/scripts/not_ddp.py
-# does: an optimizer's constructor imports torch._dynamo (torch/optim/optimizer.py: ``__init__`` calls
-# ``add_param_group``, decorated ``@torch._disable_dynamo``, whose wrapper in torch/_compile.py runs
-# ``import torch._dynamo`` on its first call), 2.4 s of CPU a rank here, which no stop needs.
-SCRIPT = """
-import torch
-import torch.distributed as dist
-
-dist.init_process_group("gloo", init_method="env://")
-rank, w, target, step = dist.get_rank(), torch.zeros(3, requires_grad=True), torch.tensor([2.0, -1.0, 0.5]), 0
-while True:
-    step += 1
-    loss = ((w - target) ** 2).sum()
-    loss.backward()
-    dist.all_reduce(w.grad)
-    with torch.no_grad():
-        w.add_(w.grad, alpha=-0.1 / dist.get_world_size())
-    w.grad = None
-    print(f"rank {rank} step {step} loss: {loss.item():.5f}", flush=True)
-"""
-# The two workloads of a real run: the built-in recipe watches the stop file itself; a user's script is
-# watched by the rank helper ("SCRIPT" stands for the script above, written by the test).
-WORKLOADS = {"recipe": [*ENDLESS, *TINY], "user script": ["--script", "SCRIPT", "--script-style", "env"]}
-
-
-@pytest.fixture
-def workload(request, tmp_path) -> list[str]:
-    """The run's arguments for the workload named by the test's parameter."""
-    script = tmp_path / "train_until_stopped.py"
-    script.write_text(SCRIPT, encoding="utf-8")
-    return [str(script) if a == "SCRIPT" else a for a in WORKLOADS[request.param]]
+# The two workloads of a real run: the built-in recipe watches the stop file itself; a user's torchrun-style
+# script (SGD by hand, so its ranks skip the optimizer's torch._dynamo import) is watched by the rank helper.
+WORKLOADS = pytest.mark.parametrize("workload", [
+    [*ENDLESS, *TINY],
+    ["--script", str(SCRIPTS / "env_style.py"), "--script-style", "env", "--", "100000"],
+], ids=["recipe", "user script"])
 
 
 def start_rank(stop_file, sigint=signal.SIG_DFL) -> subprocess.Popen:
@@ -177,7 +151,7 @@ def stopped_through_the_file(workload: list[str], sigint=signal.SIG_DFL):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("workload", list(WORKLOADS), indirect=True)
+@WORKLOADS
 @pytest.mark.posix_only("SIGINT to a child; Windows needs CTRL_C_EVENT and a shared console")
 def test_a_real_run_stops_through_the_file_channel(studio_home, workload):
     """The launcher and two real Gloo ranks, with the POSIX tree asking the Windows way."""
@@ -195,7 +169,7 @@ def test_a_real_run_stops_through_the_file_channel(studio_home, workload):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("workload", list(WORKLOADS), indirect=True)
+@WORKLOADS
 @pytest.mark.posix_only("SIGINT's inherited 'ignore' is a POSIX disposition")
 def test_a_run_started_with_sigint_ignored_stops_through_the_cli_and_the_file(studio_home, workload):
     """``ddpstudio run`` started as ``nohup`` or ``bash run.sh &`` start it (SIGINT ignored, kept by Python): its
