@@ -92,7 +92,7 @@ def live_processes_of(home: Path) -> list[psutil.Process]:
 
 def assert_none_left(home: Path, grace_s: float = 10) -> None:
     """Fails if a process of ``home`` is still running after ``grace_s``, and kills what is left either way."""
-    leftovers = processes_of(home)
+    leftovers = live_processes_of(home)
     deadline = time.monotonic() + grace_s
     while leftovers and time.monotonic() < deadline:
         time.sleep(0.1)

@@ -22,7 +22,7 @@ import psutil
 import pytest
 import torch
 
-from tests.conftest import PROCESS_DEADLINE_S, PYTHON, REPO, live_processes_of
+from tests.conftest import PROCESS_DEADLINE_S, PYTHON, REPO, assert_none_left
 from tests.studio import kill_left
 
 # Each part's rows in the CPU form: (part column, text in the "what" column).
@@ -101,11 +101,7 @@ def bench(request, tmp_path_factory):
                                 env={**os.environ, "PYTHONPATH": str(REPO), "DDPSTUDIO_HOME": str(home)})
     yield Bench(proc, parts, work / "gpu.json", work / "stdout.txt", work / "stderr.txt")
     kill_left([proc])
-    left = live_processes_of(home)
-    for child in left:
-        child.kill()
-    psutil.wait_procs(left, timeout=10)
-    assert not left, f"processes of the benchmark left running: {[p.pid for p in left]}"
+    assert_none_left(home, grace_s=0)  # the script waits for its children: any still running is left over
 
 
 @pytest.mark.slow
