@@ -128,6 +128,10 @@ def test_a_silent_node_is_gone_and_a_failed_one_says_why(host_store):
     b = NodeLink(connect("127.0.0.1", port, 5), 1, 3, labels, stale_s=0.6)
     c = NodeLink(connect("127.0.0.1", port, 5), 2, 3, labels, stale_s=0.6)
     b.publish(NewsKind.FAILED, "rank 1 failed first (exit code 1): boom", 123.0, rank=1)
+    before = time.time()
+    c.beat()  # c's last beat; a loaded host notices it only later
+    after = time.time()
+    time.sleep(0.5)
     heard = []
     deadline = time.monotonic() + 5
     while len(heard) < 2 and time.monotonic() < deadline:  # c never beats again
@@ -138,6 +142,8 @@ def test_a_silent_node_is_gone_and_a_failed_one_says_why(host_store):
     by_node = {n.node: n for n in heard}
     assert by_node[1].kind is NewsKind.FAILED and by_node[1].summary.endswith("boom") and by_node[1].rank == 1
     assert by_node[2].kind is NewsKind.GONE and "no heartbeat" in by_node[2].summary
+    # c died after its last beat (kept in ms), not when a noticed it: what its death broke comes later
+    assert before - 0.001 <= by_node[2].t <= after, (before, by_node[2].t, after)
     assert a.label(2) == "node 2 (c (127.0.0.1))"
     del c
 

@@ -1,7 +1,9 @@
 """Heartbeats and news between the nodes of a running multi-machine run, through the host's store.
 
-Each node launcher bumps its beat counter every ``BEAT_S`` and watches the
-others' counters: one that stops moving for ``STALE_S`` means that node's
+Each node launcher beats every ``BEAT_S`` and watches the others' beats: its
+beat key holds the wall-clock time of its latest beat, in milliseconds by its
+own clock (a store ``add`` of the time since the previous one, so one call
+sets it). A beat that stops moving for ``STALE_S`` means that node's
 launcher is gone (killed -9, crashed, machine or network down). A node whose
 ranks fail, or that is stopped, says so at once (its news key), so the
 others stop too and name it. A joining node that loses the store has lost
@@ -51,7 +53,7 @@ class News:
     node: int
     kind: NewsKind
     summary: str
-    t: float  # wall-clock time of the event on that node (or when we noticed it was gone)
+    t: float  # wall-clock time of the event on that node (a node gone: its last beat)
     rank: int | None = None
 
 
@@ -62,7 +64,8 @@ class NodeLink:
         self.store, self.node, self.labels, self.stale_s = store, node, labels, stale_s
         self.others = [n for n in range(nodes) if n != node]
         self._last_beat = 0.0
-        self._seen: dict[int, tuple[int, float, float]] = {}  # node -> (counter, monotonic, wall) at last change
+        self._stamp = 0  # what our beat key holds: the time of our latest beat, ms
+        self._seen: dict[int, tuple[int, float, float]] = {}  # node -> (stamp, monotonic, wall) at last change
         self.heard: dict[int, News] = {}
         self.started: set[int] = set()  # nodes whose launcher beats: their ranks have started
         self.lost_store = False
@@ -75,7 +78,9 @@ class NodeLink:
         now = time.monotonic()
         if now - self._last_beat >= BEAT_S:
             self._last_beat = now
-            self._call(self.store.add, keys.beat_key(self.node), 1)
+            step = int(time.time() * 1000) - self._stamp or 1  # it moves every beat
+            self._call(self.store.add, keys.beat_key(self.node), step)
+            self._stamp += step
 
     def publish(self, kind: NewsKind, summary: str, t: float, rank: int | None = None) -> None:
         self._call(self.store.set, keys.news_key(self.node),
@@ -107,18 +112,21 @@ class NodeLink:
         if self.lost_store:
             return News(node, NewsKind.GONE, "the connection to the host's store was lost: the host's launcher "
                         "was killed or crashed, or the network went away", self._last_ok)
-        counter = self._call(self.store.add, keys.beat_key(node), 0)
-        if counter:
+        stamp = self._call(self.store.add, keys.beat_key(node), 0)
+        if stamp:
             self.started.add(node)
         now = time.monotonic()
         seen = self._seen.get(node)
-        if seen is None or counter != seen[0]:
-            self._seen[node] = (counter, now, time.time())
+        if seen is None or stamp != seen[0]:
+            self._seen[node] = (stamp, now, time.time())
             return None
         if now - seen[1] < self.stale_s:
             return None
+        # It died after its last beat, so what its death broke here (a rank's "Connection reset by peer")
+        # comes later and is no root cause; when we noticed that beat can be seconds later on a busy machine.
+        last_alive = min(seen[0] / 1000, seen[2]) if seen[0] else seen[2]
         return News(node, NewsKind.GONE, f"no heartbeat for {now - seen[1]:.0f} s: its launcher was killed or "
-                    "crashed, or the machine or the network went away", seen[2])
+                    "crashed, or the machine or the network went away", last_alive)
 
     def _call(self, method, *args):
         """A store call; when the store is gone (the host died) remember it, and answer 'nothing'."""
