@@ -17,7 +17,7 @@ from torch.utils.data import DataLoader
 from ddpstudio.core import protocol
 from ddpstudio.core.dataworkers import MAX_WORKERS, choose_workers, usable_cores
 from ddpstudio.core.gpu import detect_inventory
-from ddpstudio.core.plan import RecipeSpec
+from ddpstudio.core.plan import SYNTHETIC_MAX_SAMPLES, RecipeSpec
 from ddpstudio.core.platform import LINUX, WINDOWS, current
 from ddpstudio.core.policy import Request, build_plan
 from ddpstudio.rank import precision
@@ -109,6 +109,16 @@ def test_every_index_gets_its_own_noise_and_the_noise_has_unit_variance():
     assert abs(noise.mean().item()) < 0.02 and noise.std().item() == pytest.approx(1.0, abs=0.02)
     with pytest.raises(ValueError, match="at most"):
         SyntheticImages(10, 10, 8, offset=NOISE_IMAGES - 5)
+
+
+def test_the_largest_synthetic_epoch_the_plan_allows_is_what_the_ranks_can_build():
+    # core/validate.py refuses --synthetic-samples above SYNTHETIC_MAX_SAMPLES before any rank starts.
+    splits = build_splits(RecipeSpec(synthetic_samples=SYNTHETIC_MAX_SAMPLES, image_size=8))
+    assert len(splits.train) == SYNTHETIC_MAX_SAMPLES and len(splits.val) == SYNTHETIC_VAL_SAMPLES
+    assert pool_indices(SYNTHETIC_MAX_SAMPLES + SYNTHETIC_VAL_SAMPLES - 1, 0) not in {
+        pool_indices(i, 0) for i in range(SYNTHETIC_MAX_SAMPLES)}  # the last held-out image is not trained on
+    with pytest.raises(ValueError, match="at most"):
+        build_splits(RecipeSpec(synthetic_samples=SYNTHETIC_MAX_SAMPLES + 1, image_size=8))
 
 
 def _spawned_loaders() -> None:
@@ -225,6 +235,25 @@ def test_a_folder_run_states_its_workers_and_trains_with_them(studio_home, tmp_p
     assert final(evs).get("state") == protocol.FINISHED
     assert [e.get("step") for e in of_type(evs, protocol.EVAL)] == [2, 3]  # 24 images: 6 steps of 1 x 4
     assert [e.get("step") for e in of_type(evs, protocol.GLOBAL_STEP)] == [1, 2, 3]
+    assert not processes_of(studio_home)
+
+
+@pytest.mark.slow
+def test_synthetic_samples_set_the_length_of_an_epoch(studio_home):
+    # gpu.py times a steady stretch inside one epoch (an epoch's end evaluates): more images make it longer.
+    res = ddpstudio("run", "--json", "--model", "mlp", "--world-size", "1", "--synthetic-samples", "24",
+                    "--batch-size", "4", "--epochs", "2", "--image-size", "8", "--rendezvous-timeout", "60")
+    assert res.returncode == 0, res.stderr + res.stdout[-3000:]
+    evs = events(res.stdout)
+    plan = json.loads((Path(of_type(evs, protocol.RUN_STARTED)[0].get("run_dir")) / "plan.json").read_text())
+    assert plan["recipe"]["synthetic_samples"] == 24
+    ends = of_type(evs, protocol.EPOCH_END)
+    assert [(e.get("epoch"), e.get("complete")) for e in ends] == [(0, True), (1, True)]
+    steps = [e.get("step") for e in of_type(evs, protocol.GLOBAL_STEP)]
+    assert steps == list(range(1, 13))  # 24 images: 6 steps of 1 rank x 4 per epoch
+    own = of_type(evs, protocol.STEP)  # the rank's, stamped by the clock that stamped its epoch ends
+    assert [max(e.get("step") for e in own if e.t <= end.t) for end in ends] == [6, 12]
+    assert final(evs).get("state") == protocol.FINISHED
     assert not processes_of(studio_home)
 
 

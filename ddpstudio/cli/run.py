@@ -78,6 +78,9 @@ def add_parser(sub) -> None:
     train.add_argument("--eval-every", type=int, metavar="N",
                        help="also evaluate on the validation split every N steps (always at each epoch's end)")
     train.add_argument("--image-size", type=int, help="default 32")
+    train.add_argument("--synthetic-samples", type=int, metavar="N",
+                       help=f"images in one epoch of the synthetic data (default {RecipeSpec.synthetic_samples}): "
+                            "more for a longer steady stretch when timing a machine")
     train.add_argument("--workers", type=int,
                        help="DataLoader worker processes per rank (default: chosen for this machine's cores and "
                             "ranks, shown with the plan; 0 loads data in the rank itself; at most what the cores, "
@@ -151,7 +154,8 @@ def build_request(args: argparse.Namespace):
     dataset = args.dataset or ("synthetic" if args.data is None else _guess_dataset(args.data))
     max_steps = args.max_steps if args.max_steps is not None else (DEMO_STEPS if args.demo else None)
     typed = {name: getattr(args, name) for name in ("model", "epochs", "batch_size", "accumulate", "lr",
-                                                    "image_size", "lr_schedule", "warmup_steps")}
+                                                    "image_size", "lr_schedule", "warmup_steps",
+                                                    "synthetic_samples")}
     request.recipe = RecipeSpec(
         data=dataset, data_dir=args.data, max_steps=max_steps, scale_lr=args.scale_lr, workers=args.workers,
         amp=not args.no_amp, checkpoint_dir=args.checkpoint_dir, checkpoint_every=args.checkpoint_every,

@@ -16,7 +16,7 @@ RECIPE_ONLY = {"model": "--model", "data": "--data", "dataset": "--dataset", "ep
                "eval_every": "--eval-every", "image_size": "--image-size", "workers": "--workers",
                "no_amp": "--no-amp", "checkpoint_dir": "--checkpoint-dir", "resume": "--resume",
                "accumulate": "--accumulate", "checkpoint_every": "--checkpoint-every",
-               "balance": "--balance"}
+               "balance": "--balance", "synthetic_samples": "--synthetic-samples"}
 SCRIPT_ONLY = {"script_style": "--script-style", "dist_args": "--dist-args", "no_rank_helper": "--no-rank-helper"}
 # Path options an unset shell variable empties ("--script $TRAIN"): what to give instead.
 PATHS = {"script": "the path of your training script", "data": "the data folder",
@@ -57,6 +57,10 @@ def conflict(args: argparse.Namespace, demo_steps: int) -> str | None:
     if typed:
         flags, are, it = _listed(typed)
         return f"{flags} {are} for your own script (--script), and the built-in recipe would ignore {it}: leave {it} out"
+    if getattr(args, "synthetic_samples", None) is not None and (args.data is not None or args.dataset not in
+                                                                 (None, "synthetic")):
+        return (f"--synthetic-samples sizes the made-up images, and {args.data or '--dataset ' + args.dataset} "
+                "is real data, which has as many samples as it holds: leave out --synthetic-samples")
     if args.data is not None and args.dataset == "synthetic":
         return (f"--dataset synthetic makes up its images and would ignore --data {args.data}: leave out "
                 "--dataset to train on the folder, or leave out --data")

@@ -21,6 +21,11 @@ LR_SCHEDULES = ("constant", "step", "cosine")
 CIFAR_FOLDER = "cifar-10-batches-py"
 # The recipe's one model of its own (rank/models.py): a two-layer perceptron that needs no torchvision.
 MLP_MODEL = "mlp"
+# The synthetic data (rank/data.py): each image's noise is one tensor from each of three pools of
+# SYNTHETIC_POOL, so SYNTHETIC_POOL**3 images differ; the held-out ones come after the training ones.
+SYNTHETIC_POOL = 32
+SYNTHETIC_VAL_SAMPLES = 512
+SYNTHETIC_MAX_SAMPLES = SYNTHETIC_POOL**3 - SYNTHETIC_VAL_SAMPLES
 
 
 def cifar_root(data_dir: str) -> Path:

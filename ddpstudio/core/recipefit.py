@@ -92,7 +92,8 @@ def _too_few_samples(spec: RecipeSpec, world_size: int) -> list[Problem]:
            "use a smaller batch and fewer ranks")
     return [Problem("batch_size", f"{where} gives {have} training samples, too few for one step of "
                                   f"{world_size} ranks x batch {spec.batch_size}{accumulated} ({per_step} samples); "
-                                  f"{fix}, or add data")]
+                                  f"{fix}, or " + ("more --synthetic-samples" if spec.data == "synthetic"
+                                                          else "add data"))]
 
 
 # -- memory for the images ------------------------------------------------------------------------------

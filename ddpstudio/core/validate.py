@@ -14,7 +14,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from ddpstudio.core.plan import MLP_MODEL, RecipeSpec, ScriptSpec
+from ddpstudio.core.plan import MLP_MODEL, SYNTHETIC_MAX_SAMPLES, RecipeSpec, ScriptSpec
 
 DATA_SOURCES = ("synthetic", "folder", "cifar10")
 CIFAR_TRAIN_FILES = tuple(f"data_batch_{i}" for i in range(1, 6)) + ("test_batch", "batches.meta")
@@ -101,6 +101,11 @@ def check_recipe(spec: RecipeSpec) -> list[Problem]:
         problems.append(Problem("data", f"unknown data source {spec.data!r}: use synthetic, folder or cifar10"))
     elif spec.data != "synthetic":
         problems += check_data_dir(spec.data, spec.data_dir)
+    elif not 1 <= spec.synthetic_samples <= SYNTHETIC_MAX_SAMPLES:
+        problems.append(Problem("synthetic_samples", f"the synthetic data holds 1 to {SYNTHETIC_MAX_SAMPLES:,} "
+                                                     f"distinct images per epoch (got {spec.synthetic_samples:,}); "
+                                                     f"the default is {RecipeSpec.synthetic_samples:,}, and more "
+                                                     "epochs train for longer"))
     if spec.batch_size < 1:
         problems.append(Problem("batch_size", f"batch size must be at least 1 (got {spec.batch_size})"))
     if spec.epochs < 1:

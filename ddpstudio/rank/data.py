@@ -7,10 +7,10 @@ import functools
 import torch
 from torch.utils.data import Dataset
 
-from ddpstudio.core.plan import RecipeSpec, cifar_root
+from ddpstudio.core.plan import SYNTHETIC_POOL, RecipeSpec, cifar_root
 
 
-POOL = 32  # noise tensors per pool; three pools give POOL**3 distinct noise images
+POOL = SYNTHETIC_POOL  # noise tensors per pool; three pools give POOL**3 distinct noise images
 NOISE_IMAGES = POOL**3
 
 

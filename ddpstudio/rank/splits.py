@@ -15,11 +15,10 @@ from pathlib import Path
 import torch
 from torch.utils.data import Dataset, Subset
 
-from ddpstudio.core.plan import CIFAR_FOLDER, RecipeSpec, cifar_root
+from ddpstudio.core.plan import CIFAR_FOLDER, SYNTHETIC_VAL_SAMPLES, RecipeSpec, cifar_root
 from ddpstudio.rank.data import SyntheticImages, _image_transform, build_dataset, cifar10
 
 VAL_FRACTION = 0.1
-SYNTHETIC_VAL_SAMPLES = 512
 
 
 @dataclass(frozen=True)
