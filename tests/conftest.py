@@ -130,7 +130,7 @@ def pytest_xdist_make_scheduler(config, log):
 
 def pytest_runtestloop(session) -> None:
     """The Wine tier's runtime is built (or found in its cache) before the first test, outside every
-    test's time limit: a cold build takes minutes, and faulthandler_timeout ends the whole run at 420 s."""
+    test's time limit: a cold build takes minutes (the Wine tests' own limit is 400 s)."""
     if session.config.option.collectonly or not any(item.get_closest_marker("wine") for item in session.items):
         return
     from tests import wine

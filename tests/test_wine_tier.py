@@ -25,7 +25,7 @@ pytestmark = [
     pytest.mark.wine,
     pytest.mark.slow,
     pytest.mark.posix_only("runs the Windows build under Wine on Linux"),
-    pytest.mark.timeout(400),  # under faulthandler_timeout (420 s), which ends the whole run
+    pytest.mark.timeout(400),  # under faulthandler_timeout (pyproject.toml), which ends the whole run
     pytest.mark.skipif(missing() is not None, reason=missing() or ""),
 ]
 
