@@ -148,9 +148,12 @@ def ceiling(model_name: str, image_size: int, batch: int, sizes: Sizes, device: 
 
 def recipe(model: str, size: int, batch: int, sizes: Sizes, work: Path, timeout: float, n: int) -> tuple[float, float]:
     """(steady samples/s, median data_wait) of ``ddpstudio run`` with the recipe's defaults, one rank."""
+    from ddpstudio.core.plan import RecipeSpec
+
     steps = sizes.warmup + sizes.steps
+    epoch = max(RecipeSpec.synthetic_samples, (steps + 1) * batch)  # the window inside one epoch
     argv = ["run", "--model", model, "--batch-size", str(batch), "--image-size", str(size),
-            "--max-steps", str(steps), "--synthetic-samples", str(max(4096, (steps + 1) * batch)),
+            "--max-steps", str(steps), "--synthetic-samples", str(epoch),
             "--world-size", "1", "--json"]
     args = argparse.Namespace(warmup=sizes.warmup, batch_size=batch, world_size=1, timeout=timeout)
     launch = overhead.launch_run(argv, dict(os.environ), args, n, work)

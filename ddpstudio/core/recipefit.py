@@ -90,10 +90,10 @@ def _too_few_samples(spec: RecipeSpec, world_size: int) -> list[Problem]:
     fix = (f"use a batch of at most {most} per rank" if most >= 1 else
            f"use fewer ranks (--world-size {max(1, have // spec.batch_size)})" if have >= spec.batch_size else
            "use a smaller batch and fewer ranks")
+    more = "more --synthetic-samples" if spec.data == "synthetic" else "add data"
     return [Problem("batch_size", f"{where} gives {have} training samples, too few for one step of "
                                   f"{world_size} ranks x batch {spec.batch_size}{accumulated} ({per_step} samples); "
-                                  f"{fix}, or " + ("more --synthetic-samples" if spec.data == "synthetic"
-                                                          else "add data"))]
+                                  f"{fix}, or {more}")]
 
 
 # -- memory for the images ------------------------------------------------------------------------------
