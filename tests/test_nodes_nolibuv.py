@@ -210,11 +210,14 @@ def test_env_style_script_gets_torchruns_variables_on_each_machine(worlds):
     assert host.proc.returncode == 0, host.stderr
     assert join.proc.returncode == 0, join.stderr
     port = joincode.decode(w.code).port
+    [started] = host.of(protocol.RUN_STARTED)  # torchrun's job id is one on every machine: the host's run id
     for node, group in ((host, 0), (join, 1)):
         _finished(node)
         shown = _lines(node, r"^env ")
         assert shown == {2 * group + i: f"env RANK={2 * group + i} LOCAL_RANK={i} WORLD_SIZE=4 LOCAL_WORLD_SIZE=2 "
-                                        f"GROUP_RANK={group} MASTER_ADDR=127.0.0.1 MASTER_PORT={port}"
+                                        f"GROUP_RANK={group} MASTER_ADDR=127.0.0.1 MASTER_PORT={port} "
+                                        f"GROUP_WORLD_SIZE=2 TORCHELASTIC_RUN_ID={started.get('run_id')} "
+                                        "TORCHELASTIC_USE_AGENT_STORE=True torchelastic=True"
                          for i in (0, 1)}, shown
         for rank in shown:  # the script trains on the all-reduced gradient: the loss falls on every rank
             losses = [e.get("loss") for e in node.of(protocol.STEP) if e.rank == rank]

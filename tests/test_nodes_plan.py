@@ -75,3 +75,21 @@ def test_each_rank_gets_its_global_rank_and_its_place_on_the_machine():
 def test_the_node_file_round_trips(tmp_path):
     spec = NodeSpec(NodeRole.JOIN, "192.168.1.20", 29400, 2, 1, 300.0, "b (192.168.1.31)", host_run_id="r1")
     assert NodeSpec.read(spec.write(tmp_path)) == spec
+
+
+def test_an_env_style_scripts_ranks_on_every_machine_share_the_hosts_job_id_and_the_hosts_store():
+    """torchrun's TORCHELASTIC_RUN_ID is the job's, one on every node; the ranks are clients of the
+    host's store (TORCHELASTIC_USE_AGENT_STORE), whatever the single-machine default says."""
+    host = host_plan(single(recipe=None, script=ScriptSpec(path="/home/ana/train.py", style="env")), 2, 2, LAN,
+                     29400, LINUX)
+    me = AdapterChoice("wlan0", "192.168.1.31", "wlan0 (192.168.1.31): on the host's subnet (192.168.1.20)")
+    stub = join_stub_plan(4, 2, "192.168.1.20", 29400, me, LINUX)
+    joined = joined_plan(stub, shared_part(host), 1, cuda=False)
+    assert joined.run_id != host.run_id
+    for plan, rank in ((host, 1), (joined, 3)):
+        env = rank_env(plan, rank, "/events", base={})
+        assert (env["TORCHELASTIC_RUN_ID"], env["TORCHELASTIC_USE_AGENT_STORE"], env["GROUP_WORLD_SIZE"],
+                env["ROLE_RANK"]) == ("r1", "True", "2", str(rank))
+    # The built-in recipe's ranks are not told torchrun started them, on any machine.
+    recipe = joined_plan(stub, shared_part(host_plan(single(), 2, 2, LAN, 29400, LINUX)), 1, cuda=False)
+    assert "TORCHELASTIC_RUN_ID" not in rank_env(recipe, 3, "/events", base={})

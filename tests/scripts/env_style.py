@@ -1,6 +1,7 @@
 """A script written for torchrun: reads RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT (env://).
 
-``[STEPS] [--show-ranks]``: ``--show-ranks`` prints torchrun's variables first. No DDP model: building one
+``[STEPS] [--show-ranks]``: ``--show-ranks`` prints torchrun's variables first, and whether torch thinks
+torchrun started it (``is_torchelastic_launched``). No DDP model: building one
 costs each rank about 3 s of CPU (torch imports torch._dynamo for it); ddp_env_style.py is the script with DDP.
 """
 
@@ -12,8 +13,10 @@ import torch.distributed as dist
 
 steps = int(sys.argv[1]) if len(sys.argv) > 1 else 6
 if "--show-ranks" in sys.argv:
-    names = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR", "MASTER_PORT")
-    print("env " + " ".join(f"{name}={os.environ.get(name, '')}" for name in names), flush=True)
+    names = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR", "MASTER_PORT",
+             "GROUP_WORLD_SIZE", "TORCHELASTIC_RUN_ID", "TORCHELASTIC_USE_AGENT_STORE")
+    print("env " + " ".join(f"{name}={os.environ.get(name, '')}" for name in names)
+          + f" torchelastic={dist.is_torchelastic_launched()}", flush=True)
 dist.init_process_group("gloo", init_method="env://")
 rank = dist.get_rank()
 assert dist.get_world_size() == int(os.environ["WORLD_SIZE"])

@@ -96,8 +96,33 @@ def rank_command(plan: Plan, rank: int, plan_path: str) -> list[str]:
     return cmd
 
 
-def rank_env(plan: Plan, rank: int, events_dir: str, base: dict[str, str] | None = None) -> dict[str, str]:
-    """torchrun's variables plus ours; inherits the launcher's environment."""
+def elastic_env(plan: Plan, rank: int, restarts: int = 0) -> dict[str, str]:
+    """What torchrun's agent adds for an env-style script (torch/distributed/elastic/agent/server/
+    local_elastic_agent.py, ``worker_env``): ``torch.distributed.is_torchelastic_launched()`` tests
+    TORCHELASTIC_RUN_ID, and Lightning takes torchrun's world from these instead of its Trainer's
+    ``devices``. One role ("default"), as torchrun's; the run id is the run's (a node run's is the host's:
+    core/nodes/nodeplan.py). The store is rank 0's (env://), not an agent's, except in a node run. A
+    ``@record`` main writes its failure to TORCHELASTIC_ERROR_FILE, in the run's logs/ (torchrun: its temp
+    folder). TORCH_NCCL_ASYNC_ERROR_HANDLING: torchrun's default, kept where the user set their own."""
+    if plan.script is None or plan.script.style != "env":
+        return {}
+    return {
+        "TORCHELASTIC_ERROR_FILE": str(RunDir.at(plan.run_dir).error_file(rank, restarts)),
+        "ROLE_NAME": "default",
+        "ROLE_RANK": str(rank),
+        "ROLE_WORLD_SIZE": str(plan.world_size),
+        "GROUP_WORLD_SIZE": str(plan.nodes),
+        "TORCHELASTIC_RUN_ID": plan.run_id,
+        "TORCHELASTIC_RESTART_COUNT": str(restarts),
+        "TORCHELASTIC_MAX_RESTARTS": str(plan.max_restarts),
+        "TORCHELASTIC_USE_AGENT_STORE": "False",
+    }
+
+
+def rank_env(plan: Plan, rank: int, events_dir: str, base: dict[str, str] | None = None,
+             restarts: int = 0) -> dict[str, str]:
+    """torchrun's variables plus ours; inherits the launcher's environment. ``restarts``: how often the
+    group was started again (core/launch/restart.py), TORCHELASTIC_RESTART_COUNT for an env-style script."""
     env = dict(os.environ if base is None else base)
     env.update({
         "RANK": str(rank),
@@ -114,6 +139,10 @@ def rank_env(plan: Plan, rank: int, events_dir: str, base: dict[str, str] | None
     })
     if plan.master_port:
         env["MASTER_PORT"] = str(plan.master_port)
+    elastic = elastic_env(plan, rank, restarts)
+    if elastic:
+        env.update(elastic)
+        env.setdefault("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1")
     # Same default as torchrun: several ranks sharing the cores should not each spawn a thread per core.
     env.setdefault("OMP_NUM_THREADS", "1")
     env.update(plan.env)

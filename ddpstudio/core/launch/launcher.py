@@ -177,7 +177,7 @@ class Launcher(RankIntake, RunRecords, RunEnding, RunRestarts, RunHangs):
         out = open(self.run.stdout(rank), "ab")
         err = open(self.run.stderr(rank), "ab")
         cmd = rank_command(self.plan, rank, plan_path)
-        env = rank_env(self.plan, rank, str(self.run.events_dir))
+        env = rank_env(self.plan, rank, str(self.run.events_dir), restarts=self.restarts)
         cwd = self.plan.script.cwd if self.plan.script and self.plan.script.cwd else None
         proc = self.tree.spawn(cmd, env, cwd, out, err)
         tails = (before.events, before.out, before.err) if before is not None else (

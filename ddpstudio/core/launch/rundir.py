@@ -60,6 +60,10 @@ class RunDir:
     def stderr(self, rank: int) -> Path:
         return self.logs_dir / f"rank{rank}.err.log"
 
+    def error_file(self, rank: int, attempt: int = 0) -> Path:
+        """Where a script's ``@record`` main writes its failure (TORCHELASTIC_ERROR_FILE; one per start)."""
+        return self.logs_dir / f"rank{rank}.error{attempt}.json"
+
     def rank_events(self, rank: int) -> Path:
         return self.events_dir / f"rank{rank}.jsonl"
 

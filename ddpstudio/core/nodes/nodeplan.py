@@ -99,7 +99,10 @@ def joined_plan(local: Plan, shared: dict, node_rank: int, cuda: bool) -> Plan:
     device = "cuda" if host.backend == "nccl" or cuda else "cpu"
     reasons = [f"joined the host's run {shared.get('host_run_id', '?')} as node {node_rank} of {host.nodes}",
                *local.reasons]
-    return replace(host, node_rank=node_rank, device=device, reasons=reasons)
+    env = host.env
+    if host.script is not None and host.script.style == "env" and shared.get("host_run_id"):
+        env = {**env, "TORCHELASTIC_RUN_ID": shared["host_run_id"]}  # one job id on every node, as torchrun's
+    return replace(host, node_rank=node_rank, device=device, reasons=reasons, env=env)
 
 
 def with_local_script(plan: Plan, script_path: str, platform: Platform) -> Plan:
