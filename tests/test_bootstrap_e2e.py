@@ -32,6 +32,7 @@ from ddpstudio.bootstrap import launch, record
 from ddpstudio.bootstrap.failure import Problem
 from ddpstudio.bootstrap.layout import Layout
 from ddpstudio.core.platform import current
+from ddpstudio.gui.app import READY_FILE_ENV
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "installer"))
@@ -97,8 +98,10 @@ def child_env() -> dict[str, str]:
     return env
 
 
-def run(cmd: list[str], timeout: float = 600, **kwargs) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, env=child_env(), timeout=timeout, **kwargs)
+def run(cmd: list[str], timeout: float = 600, env: dict[str, str] | None = None,
+        **kwargs) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, env=env or child_env(), timeout=timeout,
+                          **kwargs)
     assert psutil.Process().children(recursive=True) == []
     return proc
 
@@ -166,11 +169,16 @@ def test_setup_end_to_end_then_doctor(installed):
     assert fact["outcome"] == "not applicable" and fact["from_cache"] is True  # the installer's probe, reused
 
 
-def test_launch_opens_the_installed_window(installed):
+def _alive(proc: psutil.Process) -> bool:
+    return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+
+
+def test_launch_opens_the_installed_window(installed, tmp_path):
     """What the Start-menu shortcut runs: set up already, so it starts ddpstudio-gui and returns."""
     gui = str(installed.script(installed.env, "ddpstudio-gui"))
+    ready = tmp_path / "window-ready.json"
     proc = run([installed.python(installed.bootstrap_env), "-m", "ddpstudio.bootstrap", "launch", "--root", installed.root,
-                "--no-window"], timeout=120)
+                "--no-window"], timeout=120, env={**child_env(), READY_FILE_ENV: str(ready)})
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "[1/5]" not in proc.stdout  # no setup ran
 
@@ -187,8 +195,12 @@ def test_launch_opens_the_installed_window(installed):
     started = window_processes()
     assert started, "the launcher did not start ddpstudio-gui"
     try:
-        time.sleep(5)  # long enough for the window to come up (offscreen) or to crash
-        assert all(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in started), "ddpstudio-gui exited"
+        deadline = time.monotonic() + 90  # the window's imports (torch, pyqtgraph) on a loaded 2-core machine
+        while not ready.exists() and time.monotonic() < deadline and all(_alive(p) for p in started):
+            time.sleep(0.2)
+        assert all(_alive(p) for p in started), "ddpstudio-gui exited before its window was up"
+        assert ready.exists(), "ddpstudio-gui did not show its window within 90 s"
+        assert json.loads(ready.read_text())["pid"] in {p.pid for p in started}
     finally:
         for p in started:  # detached from us (its own session), so we end it ourselves
             p.kill()

@@ -2,11 +2,26 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 from ddpstudio.core.platform import Platform, current
 
 APP_USER_MODEL_ID = "DDPStudio.DDPStudio"
+# Set to a path, the window writes its pid there once it is shown and its event loop runs: whoever started
+# it (the installed app's tests, a script) waits on that instead of guessing how long a start takes.
+READY_FILE_ENV = "DDPSTUDIO_GUI_READY_FILE"
+
+
+def _say_ready_when_running(path: str | None) -> None:
+    """Writes ``path`` (atomically) from the event loop's first turn, after the window was shown."""
+    if not path:
+        return
+    from PySide6.QtCore import QTimer
+
+    from ddpstudio.core.atomic import write_json
+
+    QTimer.singleShot(0, lambda: write_json(path, {"pid": os.getpid()}))
 
 
 def _windows_taskbar_identity(platform: Platform) -> None:
@@ -71,6 +86,7 @@ def main(argv: list[str] | None = None) -> int:
         dialogs.parent = window
         window.show()
         _close_on_ctrl_c(app, window)
+        _say_ready_when_running(os.environ.get(READY_FILE_ENV))
         return app.exec()
     finally:
         hook.uninstall()
