@@ -8,6 +8,7 @@ import math
 import re
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,8 @@ from torch.utils.data import DataLoader
 from ddpstudio.core import protocol
 from ddpstudio.core.dataworkers import MAX_WORKERS, choose_workers, usable_cores
 from ddpstudio.core.gpu import detect_inventory
-from ddpstudio.core.plan import SYNTHETIC_MAX_SAMPLES, RecipeSpec
+from ddpstudio.core.launch.commands import RECIPE_CPU_MALLOC, malloc_env, rank_env
+from ddpstudio.core.plan import SYNTHETIC_MAX_SAMPLES, Plan, RecipeSpec, ScriptSpec
 from ddpstudio.core.platform import LINUX, WINDOWS, current
 from ddpstudio.core.policy import Request, build_plan
 from ddpstudio.rank import precision
@@ -288,3 +290,22 @@ def test_a_diverging_run_names_the_first_step_whose_loss_was_not_finite(studio_h
     assert final(evs).get("state") == protocol.FAILED
     assert all(e.get("loss") is None or math.isfinite(e.get("loss")) for e in of_type(evs, protocol.STEP))
     assert not processes_of(studio_home)
+
+
+# -- glibc's malloc for the recipe's CPU ranks ------------------------------------------------------------
+
+def test_the_recipes_cpu_ranks_get_both_malloc_thresholds_and_the_users_own_setting_wins():
+    cpu = Plan(run_id="r", run_dir="/runs/r", world_size=2, backend="gloo", device="cpu", store="file",
+               init_method="file:///tmp/pg", recipe=RecipeSpec())
+    assert malloc_env(cpu, {}, LINUX) == RECIPE_CPU_MALLOC == {"MALLOC_MMAP_THRESHOLD_": "33554432",
+                                                               "MALLOC_TRIM_THRESHOLD_": "67108864"}
+    # One set by the user: neither is added (one alone made the step slower than both or none).
+    assert malloc_env(cpu, {"MALLOC_TRIM_THRESHOLD_": "0"}, LINUX) == {}
+    # Windows has no glibc; a GPU rank's large buffers are the CUDA allocator's; a user's script is left as written.
+    assert malloc_env(cpu, {}, WINDOWS) == {}
+    assert malloc_env(replace(cpu, device="cuda", backend="nccl"), {}, LINUX) == {}
+    assert malloc_env(replace(cpu, recipe=None, script=ScriptSpec(path="/t.py")), {}, LINUX) == {}
+    if not current().is_windows:  # what the launcher gives a rank here
+        env = rank_env(cpu, 1, "/events", base={"MALLOC_MMAP_THRESHOLD_": "65536"})
+        assert env["MALLOC_MMAP_THRESHOLD_"] == "65536" and "MALLOC_TRIM_THRESHOLD_" not in env
+        assert {k: rank_env(cpu, 1, "/events", base={})[k] for k in RECIPE_CPU_MALLOC} == RECIPE_CPU_MALLOC

@@ -119,6 +119,21 @@ def elastic_env(plan: Plan, rank: int, restarts: int = 0) -> dict[str, str]:
     }
 
 
+# glibc's malloc for the built-in recipe's CPU ranks (mallopt(3), "Environment variables"): with its
+# dynamic thresholds a one-rank process fell, in 7 runs of 9, into a regime where each step's large buffers
+# went back to the kernel and came back page-faulted (resnet18 32 px: 96-104 ms a step instead of 77-81).
+# Both fixed: 76-82 ms every run, ~100 MB more peak RSS; one alone is worse (docs/performance.md).
+RECIPE_CPU_MALLOC = {"MALLOC_MMAP_THRESHOLD_": str(32 << 20), "MALLOC_TRIM_THRESHOLD_": str(64 << 20)}
+
+
+def malloc_env(plan: Plan, env: dict[str, str], platform: Platform) -> dict[str, str]:
+    """RECIPE_CPU_MALLOC for a recipe rank on the CPU off Windows, unless ``env`` already sets either (one
+    alone is worse than none)."""
+    if plan.recipe is None or plan.device != "cpu" or platform.is_windows:
+        return {}
+    return {} if any(name in env for name in RECIPE_CPU_MALLOC) else dict(RECIPE_CPU_MALLOC)
+
+
 def rank_env(plan: Plan, rank: int, events_dir: str, base: dict[str, str] | None = None,
              restarts: int = 0) -> dict[str, str]:
     """torchrun's variables plus ours; inherits the launcher's environment. ``restarts``: how often the
@@ -145,6 +160,7 @@ def rank_env(plan: Plan, rank: int, events_dir: str, base: dict[str, str] | None
         env.setdefault("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1")
     # Same default as torchrun: several ranks sharing the cores should not each spawn a thread per core.
     env.setdefault("OMP_NUM_THREADS", "1")
+    env.update(malloc_env(plan, env, current()))
     env.update(plan.env)
     if plan.script is not None and plan.script.one_gpu_per_rank:
         env["CUDA_VISIBLE_DEVICES"] = visible_gpu(local_rank(plan, rank), env.get("CUDA_VISIBLE_DEVICES"))
