@@ -39,6 +39,22 @@ def _cli_run(home: Path, *args: str) -> Path:
     return max((home / "runs").iterdir(), key=lambda p: p.stat().st_mtime)
 
 
+def _run_with_load_curves(home: Path, *args: str) -> Path:
+    """A finished run whose ranks each have at least 3 load samples (one a second): a curve, not a dot.
+    60 steps of the perceptron were enough on a loaded 2-core machine and gave 2-3 samples on a fast quiet
+    one, where start-up is most of a rank's life; so the steps grow until the run is long enough."""
+    for steps in (60, 600, 6000):
+        folder = _cli_run(home, "--max-steps", str(steps), "--eval-every", "30", *args)
+        history = read_history(folder)
+        if min(len(history.track(rows.CPU_PCT, rank).t) for rank in (0, 1)) >= 3:
+            return folder
+        gone = subprocess.run([sys.executable, "-m", "ddpstudio", "runs", "delete", folder.name],  # one past run
+                              env={**os.environ, "DDPSTUDIO_HOME": str(home)}, capture_output=True, text=True,
+                              timeout=PROCESS_DEADLINE_S, stdin=subprocess.DEVNULL)
+        assert gone.returncode == 0 and not folder.exists(), gone.stderr
+    raise AssertionError(f"{steps} steps gave fewer than 3 load samples a rank: {folder}")
+
+
 def _killed_run(home: Path) -> Path:
     """A run whose launcher and ranks got SIGKILL after a few steps (what Task Manager or a crash does)."""
     env = {**os.environ, "DDPSTUDIO_HOME": str(home)}
@@ -71,8 +87,7 @@ def past_runs(tmp_path_factory, warm_cache) -> dict[str, Path]:
     home = seed_cache(tmp_path_factory.mktemp("review-home"), warm_cache)
     # On a fixed store path with the store itself left to "auto": the case whose reasons contradicted each other.
     store = home / "fixed.store"
-    runs = {"home": home, "store": store,
-            "finished": _cli_run(home, "--max-steps", "60", "--eval-every", "30", "--store-path", str(store))}
+    runs = {"home": home, "store": store, "finished": _run_with_load_curves(home, "--store-path", str(store))}
     if os.name == "posix":
         runs["killed"] = _killed_run(home)
     deadline = time.monotonic() + 10
@@ -375,3 +390,26 @@ def test_the_plots_empty_state_fresh_axes_a_single_point_and_a_constant_learning
     qtbot.waitUntil(lambda: not window.render_timer.isActive(), timeout=10_000)
     assert curve_points(plots.loss, "global") == 2
     assert plots.loss.curves["global"].opts["symbol"] is None
+
+
+def test_a_field_stays_at_the_top_of_its_row_while_the_form_catches_up(qtbot):
+    """The cause of the +27 px above: a field's row (its editor, and its problem under it) still as tall as
+    it was with the problem shown, for the moment before the form lays itself out again, centred the editor
+    in the space left. The editor keeps to the row's top whatever the row's height."""
+    from ddpstudio.core.platform import LINUX
+    from ddpstudio.core.validate import Problem
+    from ddpstudio.gui.dialogs import ScriptedDialogs
+    from ddpstudio.gui.setup_form import SetupForm
+
+    form = SetupForm(ScriptedDialogs(yes=True), platform=LINUX)
+    qtbot.addWidget(form)
+    form.show()
+    model = form.editors["model"]
+    form.show_problems([Problem("model", "'resnet' is not a torchvision classification model; try resnet18")])
+    _, cell = form._rows["model"]
+    cell.layout().activate()
+    tall = cell.height()
+    form.show_problems([])  # the problem gone; the form has not laid the row out again yet
+    cell.resize(cell.width(), max(tall, 76))
+    cell.layout().activate()
+    assert model.y() == 0, f"the editor sits {model.y()} px down a {cell.height()} px row"

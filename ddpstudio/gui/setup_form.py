@@ -172,6 +172,9 @@ class SetupForm(QWidget):
             box = QVBoxLayout(cell)
             box.setContentsMargins(0, 0, 0, 0)
             box.setSpacing(2)
+            # At the row's top even while the row is taller than its editor (the problem under it just hidden,
+            # the form not yet laid out again): a box centres what cannot grow, and the field jumped down.
+            box.setAlignment(Qt.AlignmentFlag.AlignTop)
             box.addWidget(editor)
             box.addWidget(error)
             if text:
