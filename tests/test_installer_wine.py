@@ -100,6 +100,14 @@ class Wine:
     def run(self, *args: str, timeout: float = 120, **env: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(["wine", *args], env={**self.env, **env}, capture_output=True, text=True, timeout=timeout)
 
+    def install(self, setup_exe: Path) -> None:
+        """The silent install, which must succeed; a failure says the installer's exit code (its
+        ``SetErrorLevel``: 3, Python not downloaded; 8, the Python folder not prepared) and what the
+        stand-ins were asked last, so a start that Wine failed under load can be told from a product fault."""
+        proc = self.run(str(setup_exe), "/S")
+        assert proc.returncode == 0, (f"the installer exited {proc.returncode}; the stand-ins' last calls: "
+                                      f"{self.calls()[-6:]}; {proc.stderr[-1500:]}")
+
     def reg_query(self) -> dict[str, str] | None:
         proc = self.run("reg", "query", KEY)
         if proc.returncode != 0:
@@ -260,7 +268,7 @@ def test_a_failed_python_download_leaves_working_shortcuts(wine, setup_exe):
 def test_silent_uninstall_keeps_data_unless_removedata(wine, setup_exe):
     data = wine.user / "AppData" / "Local" / "DDPStudio"
     for flags, data_kept in (([], True), (["/REMOVEDATA"], False)):
-        assert wine.run(str(setup_exe), "/S").returncode == 0
+        wine.install(setup_exe)
         (data / "runs").mkdir(parents=True, exist_ok=True)
         (data / "runs" / "registry.json").write_text("{}")
         # Without _?= the uninstaller copies itself to %TEMP% and returns at once: wait for Wine's processes.
@@ -273,7 +281,7 @@ def test_silent_uninstall_keeps_data_unless_removedata(wine, setup_exe):
 
 
 def test_uninstall_while_a_file_is_held_keeps_the_entry_and_names_the_holder(wine, setup_exe):
-    assert wine.run(str(setup_exe), "/S").returncode == 0
+    wine.install(setup_exe)
     root, here = wine.install_dir(), win_dir(wine)
     held, release = root / "env" / "checkpoint.pt", wine.prefix / "release"
     holder = subprocess.Popen(
@@ -322,7 +330,7 @@ def test_uninstall_names_a_holder_outside_the_folder_through_the_restart_manager
     (two holders, ERROR_MORE_DATA first): what the uninstaller registers (its first 64 files), how it reads
     RM_PROCESS_INFO, and that it ends the session are what this checks.
     """
-    assert wine.run(str(setup_exe), "/S").returncode == 0
+    wine.install(setup_exe)
     root, here = wine.install_dir(), win_dir(wine)
     held, release = root / "env" / "checkpoint.pt", wine.prefix / "release-rm"
     release.unlink(missing_ok=True)  # the prefix is the module's
