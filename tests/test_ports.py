@@ -74,17 +74,15 @@ def test_owner_found_without_the_system_wide_table(listener, monkeypatch):
 
 
 def test_unreadable_owner_gives_none_fields(listener, monkeypatch):
-    # We run as root here, so a process we may not read is simulated.
-    class Unreadable:
-        def __init__(self, pid):
-            self.pid = pid
+    # We run as root here, so a process we may not read is simulated: the real psutil.Process, whose two reads
+    # are refused. Not a stand-in class for psutil.Process itself: anything that scanned processes meanwhile (a
+    # timer of an earlier test firing in pytest-qt's teardown) left stand-ins in psutil's own process cache, and
+    # every later process_iter() on that worker failed ('Unreadable' object has no attribute 'as_dict').
+    def denied(self):
+        raise psutil.AccessDenied(self.pid)
 
-        def name(self):
-            raise psutil.AccessDenied(self.pid)
-
-        cmdline = name
-
-    monkeypatch.setattr(psutil, "Process", Unreadable)
+    monkeypatch.setattr(psutil.Process, "name", denied)
+    monkeypatch.setattr(psutil.Process, "cmdline", denied)
     owner = port_owner(listener.getsockname()[1])
     assert owner == {"pid": os.getpid(), "name": None, "cmdline": None}
 
