@@ -23,7 +23,7 @@ from ddpstudio.core.metrics.history import read_history
 from ddpstudio.core.protocol import GLOBAL_STEP, EventParser
 from ddpstudio.gui.field_help import FIELD_HELP
 from tests.conftest import PROCESS_DEADLINE_S, killed_after, live_processes_of, seed_cache
-from tests.studio import ENDLESS, TINY
+from tests.studio import ENDLESS, TINY, ddpstudio
 from tests.test_gui_window import (DEMO, RUN_TIMEOUT_MS, assert_nothing_left, curve_points, launch,  # noqa: F401
                                    open_window)
 
@@ -48,9 +48,7 @@ def _run_with_load_curves(home: Path, *args: str) -> Path:
         history = read_history(folder)
         if min(len(history.track(rows.CPU_PCT, rank).t) for rank in (0, 1)) >= 3:
             return folder
-        gone = subprocess.run([sys.executable, "-m", "ddpstudio", "runs", "delete", folder.name],  # one past run
-                              env={**os.environ, "DDPSTUDIO_HOME": str(home)}, capture_output=True, text=True,
-                              timeout=PROCESS_DEADLINE_S, stdin=subprocess.DEVNULL)
+        gone = ddpstudio("runs", "delete", folder.name, env={**os.environ, "DDPSTUDIO_HOME": str(home)})
         assert gone.returncode == 0 and not folder.exists(), gone.stderr
     raise AssertionError(f"{steps} steps gave fewer than 3 load samples a rank: {folder}")
 

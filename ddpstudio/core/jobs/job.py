@@ -24,6 +24,7 @@ MACHINE_LOCAL = {
     "DDPSTUDIO_NO_NCCL": "the Windows swap of a script's NCCL for Gloo; Linux GPUs have NCCL",
     "TORCHELASTIC_USE_AGENT_STORE": "DDP Studio's stand-in for torchrun's agent; torchrun sets its own",
     "TORCHELASTIC_RESTART_COUNT": "DDP Studio's stand-in for torchrun's agent; torchrun sets its own",
+    "TORCHELASTIC_RUN_ID": "the host's run id on a joining machine of DDP Studio's run; torchrun sets its own",
     "CUDA_VISIBLE_DEVICES": "the GPUs chosen on this machine (--gpus, by UUID); a cluster's scheduler gives each "
                             "node its GPUs",
 }
