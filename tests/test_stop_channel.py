@@ -18,6 +18,7 @@ from ddpstudio.core.launch.rundir import RunDir
 from ddpstudio.core.platform import WINDOWS
 from ddpstudio.core.process.proctree import STOP_CHANNEL_ENV, WindowsTree
 from ddpstudio.core.protocol import STOP_FILE_ENV
+from ddpstudio.rank.stopwatch import AFTER_STOP
 from tests.conftest import processes_of
 from tests.studio import ENDLESS, SCRIPTS, TINY, events, final, of_type, sigint_at
 
@@ -188,14 +189,19 @@ def test_a_run_started_with_sigint_ignored_stops_through_the_cli_and_the_file(st
 @pytest.mark.slow
 @pytest.mark.posix_only("SIGINT to a child; Windows needs CTRL_C_EVENT and a shared console")
 def test_a_script_rank_that_errors_because_its_peer_stopped_first_is_part_of_the_stop(studio_home):
-    """Rank 1 leaves at once on the stop; rank 0 finishes its step, meets the gone peer and exits 1 (real
-    Gloo): the run was stopped, not failed (CI once called such a stop a failure)."""
+    """Rank 1 leaves at once on the stop; rank 0 finishes its step and meets the gone peer (real Gloo): the
+    run was stopped, not failed (CI once called such a stop a failure), and rank 0, whose error came after
+    the stop, ends as a stopped rank (SIGINT) with its traceback kept, as the built-in recipe's ranks do."""
     evs, returncode = stopped_through_the_file(["--script", str(SCRIPTS / "peer_gone_on_stop.py"),
                                                 "--script-style", "env"])
     codes = {e.rank: e.get("exit_code") for e in of_type(evs, "rank_exited")}
-    assert codes == {0: 1, 1: 0}, codes  # the case itself: rank 0 really failed its step after the stop
+    assert codes == {0: -signal.SIGINT, 1: 0}, codes
     said = [e.get("line") or "" for e in of_type(evs, "log")]
     assert any("finishing its step after the stop" in line for line in said), said
+    run = RunDir.at(of_type(evs, "run_started")[0].get("run_dir"))
+    stderr = run.stderr(0).read_text()  # the case itself: rank 0 really failed its step after the stop
+    assert "Connection closed by peer" in stderr or "Connection reset by peer" in stderr, stderr
+    assert stderr.rstrip().endswith(AFTER_STOP), stderr
     done = final(evs)
     assert done.get("state") == "stopped" and done.get("root_cause") is None, done.data
     assert returncode == 3

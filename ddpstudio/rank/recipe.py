@@ -495,7 +495,7 @@ def main(argv: list[str] | None = None) -> int:
             # partner ("Connection closed by peer"). That is the stop, and this rank ends as stopped.
             emitter.close()
             traceback.print_exc(limit=3)
-            print("(after the stop was asked for: a peer had already stopped)", file=sys.stderr, flush=True)
+            print(stopwatch.AFTER_STOP, file=sys.stderr, flush=True)
             stopwatch.exit_interrupted()
         if isinstance(exc, STATED):  # the user's data or checkpoint: the message says it all (rank/baddata.py)
             emitter.emit(protocol.ERROR, message=stated_message(exc), stated=True,

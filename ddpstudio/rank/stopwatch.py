@@ -20,6 +20,7 @@ POLL_S = 0.2
 # STATUS_CONTROL_C_EXIT (0xC000013A) as the signed C int os._exit takes: the unsigned value raises
 # OverflowError ("Python int too large to convert to C int") instead of exiting.
 CONTROL_C_EXIT = 0xC000013A - (1 << 32)
+AFTER_STOP = "(after the stop was asked for: a peer had already stopped)"
 _started: threading.Thread | None = None
 _watched = ""  # the stop file this process watches
 _asked = threading.Event()  # the stop file was seen: what fails from now on fails because of the stop
@@ -85,6 +86,10 @@ def _poll(path: str, poll_s: float) -> None:
 def end_promptly_when_interrupted() -> None:
     """A script that lets the stop's KeyboardInterrupt go uncaught ends as Python would end it (the
     traceback, its ``atexit`` handlers, death by SIGINT), but without the interpreter's teardown after that.
+    So does a script that fails with any other error once the stop was asked: a collective whose peer
+    took the stop first and left fails ("Connection closed by peer"), whichever rank's watcher looked
+    first; that rank ends as stopped too, its traceback printed and then ``AFTER_STOP``, as the built-in
+    recipe's ranks end (rank/recipe.py), not as a failed rank.
 
     Tearing down a Gloo group whose peer has already gone can outlast the launcher's grace period; the
     rank was then killed (SIGKILL) although it had taken the stop. So: an ``excepthook`` notes that the
@@ -99,9 +104,12 @@ def end_promptly_when_interrupted() -> None:
     previous = sys.excepthook
 
     def hook(kind, value, tb) -> None:
-        if issubclass(kind, KeyboardInterrupt) and asked():
+        stopped = asked()
+        if stopped and issubclass(kind, (KeyboardInterrupt, Exception)):
             _uncaught.set()
         previous(kind, value, tb)
+        if stopped and issubclass(kind, Exception):
+            print(AFTER_STOP, file=sys.stderr, flush=True)
 
     def end_now() -> None:
         if _uncaught.is_set():

@@ -5,7 +5,8 @@ cleanly do, and the flag rides along in each step's all-reduce, so both ranks le
 same step whichever saw it first (each rank's stop watcher polls on its own clock: under load one
 can see the stop a step or more before the other). Then rank 1 leaves at once; rank 0 finishes its
 step first (one more all-reduce, as scripts that end an epoch cleanly do) and so meets a peer that is
-gone: Gloo raises, the rank exits 1 with a traceback. Its last words are printed before that.
+gone: Gloo raises, and the error goes uncaught after the stop (the rank helper then ends the rank as
+stopped). Its last words are printed before that.
 """
 
 import os
