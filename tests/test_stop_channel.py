@@ -224,6 +224,31 @@ def test_a_script_rank_whose_teardown_would_hang_still_ends_by_the_stop(studio_h
     assert not processes_of(studio_home)
 
 
+SCRIPT_ERROR = ("import os, sys\n"
+                "from ddpstudio.rank import stopwatch\n"
+                "stopwatch.watch(poll_s=600)  # what the rank helper starts in a user's script (its watcher\n"
+                "stopwatch.end_promptly_when_interrupted()  # looks late here), and this\n"
+                "if sys.argv[1] == 'stop':\n"
+                "    open(os.environ['DDPSTUDIO_STOP_FILE'], 'w').close()  # asked, before the watcher looked\n"
+                "raise RuntimeError('Connection closed by peer [127.0.0.1]:1234')\n")
+
+
+@pytest.mark.posix_only("dies by SIGINT; Windows exits with STATUS_CONTROL_C_EXIT")
+@pytest.mark.parametrize("asked", [True, False], ids=["after the stop", "no stop"])
+def test_a_script_error_after_the_stop_ends_the_rank_as_stopped_and_any_other_as_failed(tmp_path, asked):
+    """Whichever rank's watcher sees the stop file first, its peer's collective can fail before its own
+    watcher looks: that error, uncaught in a user's script, ends the rank as stopped (its traceback kept,
+    then the note). The same error with no stop asked is the script's failure: exit 1, no note."""
+    env = {**os.environ, STOP_FILE_ENV: str(tmp_path / "stop-ranks")}
+    res = subprocess.run([sys.executable, "-c", SCRIPT_ERROR, "stop" if asked else "run"], capture_output=True,
+                         text=True, env=env, timeout=60)
+    assert "RuntimeError: Connection closed by peer" in res.stderr, res.stderr
+    if asked:
+        assert res.returncode == -signal.SIGINT and res.stderr.rstrip().endswith(AFTER_STOP), res.stderr
+    else:
+        assert res.returncode == 1 and AFTER_STOP not in res.stderr, res.stderr
+
+
 @pytest.mark.posix_only("dies by SIGINT; Windows exits with STATUS_CONTROL_C_EXIT")
 def test_a_recipe_rank_whose_collective_fails_after_the_stop_ends_as_stopped(tmp_path):
     """The built-in recipe, asked to stop, then failing because a peer left first: it ends by SIGINT, as a
