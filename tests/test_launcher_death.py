@@ -262,7 +262,7 @@ from ddpstudio import report
 if os.environ["RANK"] == "0":
     report.log("loading the data")  # seen from inside at once
 else:
-    time.sleep(12)  # still starting (a loaded machine importing torch) past the timeout, and silent
+    time.sleep(10)  # still starting (a loaded machine importing torch) past the watchdog's 3 + 5 s, and silent
 import torch.distributed as dist
 dist.init_process_group("gloo")
 report.joined()
