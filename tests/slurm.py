@@ -55,6 +55,21 @@ class Cluster:
         return subprocess.run(list(args), env={**self.env, **kw.pop("env", {})}, capture_output=True, text=True,
                               timeout=timeout, stdin=subprocess.DEVNULL, **kw)
 
+    def wait_job(self, job_id: str, timeout: float) -> str:
+        """``scontrol show job``'s text once the job has ended (any state but pending, running, completing).
+
+        Not ``sbatch --wait``: it polls at growing intervals, up to 10 s (src/sbatch/sbatch.c ``_job_wait``),
+        so it returns up to 10 s after a short job ended; this asks every half second."""
+        deadline = time.monotonic() + timeout
+        while True:
+            shown = self.run("scontrol", "show", "job", job_id).stdout
+            state = next((word.split("=", 1)[1] for word in shown.split() if word.startswith("JobState=")), "")
+            if state and state not in ("PENDING", "RUNNING", "COMPLETING", "CONFIGURING"):
+                return shown
+            if time.monotonic() > deadline:
+                raise AssertionError(f"job {job_id} still {state or 'unknown'} after {timeout:g} s:\n{shown}")
+            time.sleep(0.5)
+
 
 def _config(folder: Path, cpus: int) -> str:
     ctl_port, node_port = find_free_port(), find_free_port()

@@ -18,8 +18,10 @@ from tests.test_export_job import TRAIN, VENV_BIN, export, rank_events
 pytestmark = pytest.mark.skipif(slurm.missing() is not None, reason=str(slurm.missing()))
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def cluster():
+    """One cluster for the module (its start waits for slurmd to register): the job test and the --test-only
+    test, which submits nothing that runs."""
     started = slurm.start()
     yield started
     assert slurm.stop(started) == []  # no daemon, job step or rank of the job is left
@@ -35,18 +37,18 @@ def test_the_sbatch_script_trains_under_real_slurm(tmp_path, studio_home, cluste
     # sbatch hands the submitting environment to the job (--export=ALL, its default): torchrun from the venv,
     # and PYTHONPATH where a test runs a work tree.
     env = {"PATH": VENV_BIN + os.pathsep + os.environ["PATH"], "DDPSTUDIO_RUN_DIR": str(run_dir)}
-    done = cluster.run("sbatch", "--wait", "--parsable", "-o", str(tmp_path / "slurm-%j.out"), str(job),
-                       env=env, timeout=200)
+    submitted = cluster.run("sbatch", "--parsable", "-o", str(tmp_path / "slurm-%j.out"), str(job), env=env)
+    assert submitted.returncode == 0, submitted.stdout + submitted.stderr
+    job_id = submitted.stdout.strip().split(";")[0]
+    accounting = cluster.wait_job(job_id, 200)
     out = "\n".join(p.read_text(errors="replace") for p in tmp_path.glob("slurm-*.out"))
-    assert done.returncode == 0, f"{done.stdout}{done.stderr}\n{out}"
-    job_id = done.stdout.strip().split(";")[0]
+    assert "JobState=COMPLETED" in accounting and "ExitCode=0:0" in accounting, f"{accounting}\n{out}"
+    assert "NumNodes=1" in accounting, accounting
 
     events = rank_events(run_dir)
     assert sorted(events) == [0, 1]
     losses = [e.get("loss") for e in events[0] if e.type == protocol.GLOBAL_STEP]
     assert len(losses) == 6 and losses[-1] < losses[0]
-    accounting = cluster.run("scontrol", "show", "job", job_id)
-    assert "JobState=COMPLETED" in accounting.stdout and "NumNodes=1" in accounting.stdout, accounting.stdout
 
 
 def test_slurm_accepts_a_gpu_jobs_directives(tmp_path, studio_home, cluster):
