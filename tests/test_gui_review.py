@@ -39,15 +39,16 @@ def _cli_run(home: Path, *args: str) -> Path:
     return max((home / "runs").iterdir(), key=lambda p: p.stat().st_mtime)
 
 
-def _run_with_load_curves(home: Path, *args: str) -> Path:
-    """A finished run whose ranks each have at least 3 load samples (one a second): a curve, not a dot.
-    60 steps of the perceptron were enough on a loaded 2-core machine and gave 2-3 samples on a fast quiet
-    one, where start-up is most of a rank's life; so the steps grow until the run is long enough."""
+def _run_with_load_curves(home: Path, *args: str) -> tuple[Path, int]:
+    """A finished run whose ranks each have at least 3 load samples (one a second): a curve, not a dot, and
+    its ``--max-steps``. 60 steps of the perceptron were enough on a loaded 2-core machine and gave 2-3 samples
+    on a fast quiet one, where start-up is most of a rank's life; so the steps grow until the run is long
+    enough."""
     for steps in (60, 600, 6000):
         folder = _cli_run(home, "--max-steps", str(steps), "--eval-every", "30", *args)
         history = read_history(folder)
         if min(len(history.track(rows.CPU_PCT, rank).t) for rank in (0, 1)) >= 3:
-            return folder
+            return folder, steps
         gone = ddpstudio("runs", "delete", folder.name, env={**os.environ, "DDPSTUDIO_HOME": str(home)})
         assert gone.returncode == 0 and not folder.exists(), gone.stderr
     raise AssertionError(f"{steps} steps gave fewer than 3 load samples a rank: {folder}")
@@ -80,12 +81,13 @@ def _killed_run(home: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def past_runs(tmp_path_factory, warm_cache) -> dict[str, Path]:
+def past_runs(tmp_path_factory, warm_cache) -> dict[str, Path | int]:
     """Two runs made from the command line before any window opened: one finished, one killed (and "home")."""
     home = seed_cache(tmp_path_factory.mktemp("review-home"), warm_cache)
     # On a fixed store path with the store itself left to "auto": the case whose reasons contradicted each other.
     store = home / "fixed.store"
-    runs = {"home": home, "store": store, "finished": _run_with_load_curves(home, "--store-path", str(store))}
+    finished, steps = _run_with_load_curves(home, "--store-path", str(store))
+    runs = {"home": home, "store": store, "finished": finished, "finished_steps": steps}
     if os.name == "posix":
         runs["killed"] = _killed_run(home)
     deadline = time.monotonic() + 10
@@ -233,7 +235,9 @@ def test_run_again_of_a_command_line_run_keeps_auto_choices_auto(qtbot, open_win
     stores = [r for r in reasons if "FileStore" in r]
     assert stores == [f"  - FileStore at your fixed path {past_runs['store']}"], reasons
     window.past_runs.run_again(str(past_runs["finished"]))
-    qtbot.waitUntil(lambda: window.form.state().max_steps == 60, timeout=30_000)
+    # Its own steps (60 unless the fixture needed a longer run): on a quiet machine it took 600 and this waited
+    # for 60 until it timed out.
+    qtbot.waitUntil(lambda: window.form.state().max_steps == past_runs["finished_steps"], timeout=30_000)
     state = window.form.state()
     assert (state.world_size, state.backend, state.grad_exchange, state.workers) == (0, "auto", "auto", -1)
     assert (state.store, state.store_path) == ("fixed", str(past_runs["store"]))  # what was fixed stays fixed
