@@ -64,8 +64,9 @@ if a.hard_exit:  # as some scripts end, to dodge a hang at exit: no store destru
 dist.destroy_process_group()
 '''
 # Whether a late start on the stale file breaks is a coin whose bias the killed run sets: Gloo's pair makes the
-# side with the greater address dial (gloo/transport/tcp/pair.cc ``Pair::connect``: "self_ > peer_; we are
-# connecting side"), and only a dialler reads the dead address; on one loopback address that is a comparison of
+# side with the greater address dial (gloo/transport/tcp/pair.cc ``Pair::connect`` as read in facebookincubator/
+# gloo, "self_ > peer_; we are connecting side"; not checked against the copy inside torch 2.14.1, but what was
+# measured below fits it), and only a dialler reads the dead address; on one loopback address that is a comparison of
 # the early rank's fresh port with the stale port of its peer. Measured 2026-11-27: 6 of 11 attempts broke, and
 # one test of 7 saw 5 attempts in a row finish (stale ports that make the early rank listen). Attempts stop at
 # the first break, so more of them cost time only in such a test: 12 alternating attempts, about 2 % of tests
