@@ -61,3 +61,34 @@ def test_the_summary_card_says_the_ranks_world_size_and_no_rank_for_the_scripts_
     m.feed(protocol.make_event(protocol.RUN_FINISHED, state="failed", duration_s=3.0, world_size=2,
                                root_cause={"rank": -1, "exit_code": 1}))
     assert summary(m, current()).startswith("Failed after 3.0 s · 2 ranks · exit code 1")
+
+
+def test_the_window_picks_torchrun_style_for_a_torchrun_script_and_copy_as_says_an_override(qtbot, open_window):
+    from ddpstudio.gui.command_line import run_arguments
+
+    series = str(SCRIPTS / "tutorial_series_torchrun.py")
+    window = open_window(SetupState(workload="script-args"))
+    form, offer = window.form, window.form.style_offer
+    form.editors["script_path"].setText(series)
+    assert form.state().workload == "script-env" and not form.editors["dist_args"].isVisibleTo(form)
+    assert offer.note.text() == ("Torchrun style chosen: the script reads LOCAL_RANK from its environment (line 24): "
+                                 "it is written for torchrun, which sets it. Choose another kind to override.")
+    assert run_arguments(form.state()) == ["--script", series, "--script-style", "env"]
+
+    combo = form.editors["workload"]  # the user overrides: args style stays, said as an override in Copy as
+    combo.setCurrentIndex(combo.findData("script-args"))
+    combo.activated.emit(combo.currentIndex())
+    form.editors["script_path"].setText(series)
+    assert form.state().workload == "script-args" and form.state().dist_args == DEFAULT_DIST_ARGS
+    assert offer.note.text().startswith("Torchrun style suggested: the script reads LOCAL_RANK")
+    assert run_arguments(form.state()) == ["--script", series, "--script-style", "args"]
+
+    form.editors["script_path"].setText(TUTORIAL)  # another script: spawn style, the template follows
+    assert form.state().workload == "script-spawn" and form.state().dist_args == DEFAULT_SPAWN_ARGS
+    form.editors["script_path"].setText(series)  # back: the user's args style for it, not our spawn
+    assert form.state().workload == "script-args" and form.state().dist_args == DEFAULT_DIST_ARGS
+    form.editors["script_args"].setText("3 1")  # other arguments: the override was for the old ones
+    assert form.state().workload == "script-env"
+    form.editors["script_path"].setText(str(SCRIPTS / "args_style.py"))  # an args script: our switch undone
+    assert form.state().workload == "script-args" and form.state().dist_args == DEFAULT_DIST_ARGS
+    assert not offer.note.isVisibleTo(form)

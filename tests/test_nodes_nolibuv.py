@@ -248,8 +248,8 @@ def test_a_store_error_that_is_not_the_network_is_said_at_once_without_a_firewal
 
 def test_on_windows_a_script_across_machines_needs_the_rank_helper(studio_home):
     # Through the platform seam: refused before any adapter, port or process is touched.
-    result = _studio("host", "--nodes", "2", "--script", str(SCRIPTS / "ddp_env_style.py"), "--no-rank-helper",
-                     env={"DDPSTUDIO_PLATFORM": "windows"})
+    result = _studio("host", "--nodes", "2", "--script", str(SCRIPTS / "ddp_env_style.py"), "--script-style", "env",
+                     "--no-rank-helper", env={"DDPSTUDIO_PLATFORM": "windows"})
     assert result.returncode == 2, result.stderr
     assert result.stderr.startswith("ddpstudio: error: --no-rank-helper: on Windows a script's ranks reach the "
                                     "host's store through DDP Studio's rank helper"), result.stderr

@@ -42,12 +42,15 @@ def test_the_four_public_structures_each_get_their_style():
         "the script calls mp.spawn() (line 41): it starts its own ranks")
     # the earlier structure test script (blog_spawn.py) has the same gating
     assert style_of("blog_spawn.py", "--steps", "4").style == "args"
-    # the DDP tutorial's unconditional spawn and start_processes: spawn style; torchrun's env style: neither
+    # the DDP tutorial's unconditional spawn and start_processes: spawn style; torchrun's scripts: env style
     assert style_of("tutorial_spawn.py").why == "the script calls mp.spawn() (line 53): it starts its own ranks"
     started = style_of("start_processes_style.py")
     assert (started.style, started.why) == (
         "spawn", "the script calls torch.multiprocessing.start_processes() (line 32): it starts its own ranks")
-    assert style_of("ddp_env_style.py", "10") is None and style_of("env_style.py") is None
+    env = 'the script calls dist.init_process_group() with init_method="env://" (line {}): it joins through the ' \
+          'environment variables torchrun sets'
+    assert (style_of("ddp_env_style.py", "10").style, style_of("ddp_env_style.py", "10").why) == ("env", env.format(27))
+    assert style_of("env_style.py").why == env.format(20)
 
 
 # -- the general cases, as source ---------------------------------------------------------------------

@@ -255,8 +255,11 @@ def test_the_detector_reads_real_scripts_and_says_why():
     assert suggest_style(IMAGENET_MAIN).why == "the script calls mp.spawn() (line 11): it starts its own ranks"
     assert suggest_style(LIGHTNING_LIKE).why.startswith("the script calls torch.multiprocessing.spawn() (line 3)")
     assert suggest_style("import multiprocessing\nmultiprocessing.spawn(f)\n").style == "spawn"
-    assert suggest_style(TORCHRUN_SCRIPT) is None  # in a docstring and a comment only
-    assert suggest_style(TORCHRUN_SCRIPT, ["--epochs", "3"]) is None
+    # mp.spawn in a docstring and a comment only: no spawn, and the script is torchrun's (env style)
+    torchrun = ("env", "the script calls dist.init_process_group() without an init_method (line 6): it joins "
+                       "through the environment variables torchrun sets (env://, the default)")
+    assert (suggest_style(TORCHRUN_SCRIPT).style, suggest_style(TORCHRUN_SCRIPT).why) == torchrun
+    assert suggest_style(TORCHRUN_SCRIPT, ["--epochs", "3"]).style == "env"
     flagged = suggest_style(TORCHRUN_SCRIPT, ["data", "--multiprocessing-distributed"])
     assert flagged.style == "spawn" and "--multiprocessing-distributed" in flagged.why
     assert suggest_style("def broken(:\n    mp.spawn(f, nprocs=2)\n").why.startswith("the script calls mp.spawn() (line 2)")

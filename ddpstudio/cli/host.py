@@ -115,7 +115,8 @@ def _style(args: argparse.Namespace) -> str:
     """The script style as 'run' would choose it; fixed on ``args`` so the plan does not say it twice."""
     from ddpstudio.cli.run import chosen_style
 
-    args.script_style = args.script_style or chosen_style(args.script, list(args.script_args))
+    args.script_style = args.script_style or chosen_style(args.script, list(args.script_args),
+                                                          args.dist_args is not None)
     return args.script_style
 
 

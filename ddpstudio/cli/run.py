@@ -36,7 +36,10 @@ def add_parser(sub) -> None:
                            "examples style); env: torchrun's environment variables; spawn: started once, the "
                            "script starts its own ranks (mp.spawn, --multiprocessing-distributed). Default: "
                            "spawn when the script calls mp.spawn or its arguments contain "
-                           "--multiprocessing-distributed, else args")
+                           "--multiprocessing-distributed; env when it is written for torchrun (reads LOCAL_RANK, "
+                           "RANK or WORLD_SIZE, or calls init_process_group without an init_method) and parses no "
+                           "--dist-url, --dist-backend, --world-size or --rank, unless --dist-args is given; else "
+                           "args. The choice and its reason are printed")
     what.add_argument("--dist-args", metavar="TEMPLATE",
                       help=f"argument template appended to the script's command in --script-style args (each "
                            f"rank; default: {DEFAULT_DIST_ARGS!r}) and spawn (once; default: "
@@ -144,7 +147,7 @@ def build_request(args: argparse.Namespace):
                       oversubscribe=args.oversubscribe, gpus=gpu_list(args.gpus), max_restarts=args.max_restarts,
                       hang_timeout=args.hang_timeout, on_hang=args.on_hang, balance=args.balance or "auto")
     if args.script is not None:  # "" too: refused as empty, never the recipe instead
-        style = args.script_style or chosen_style(args.script, list(args.script_args))
+        style = args.script_style or chosen_style(args.script, list(args.script_args), args.dist_args is not None)
         template = args.dist_args if args.dist_args is not None else (
             DEFAULT_SPAWN_ARGS if style == "spawn" else DEFAULT_DIST_ARGS)  # "" is a template too: nothing added
         request.script = ScriptSpec(path=args.script, args=list(args.script_args), style=style, dist_args=template,
@@ -171,15 +174,16 @@ def gpu_list(raw: str | None) -> tuple[str, ...] | None:
     return tuple(item.strip() for item in raw.split(",")) if raw.strip() else ()
 
 
-def chosen_style(script: str, script_args: list[str]) -> str:
-    """No --script-style given: spawn when the script starts its own ranks, else args (said on stderr when a
-    spawn call is off with these arguments: core/scriptstyle.py)."""
+def chosen_style(script: str, script_args: list[str], template_given: bool = False) -> str:
+    """No --script-style given: spawn when the script starts its own ranks, env when it is written for torchrun
+    (unless a --dist-args template was given: that is for args style), else args; said on stderr, with the
+    reason (core/scriptstyle.py)."""
     from ddpstudio.core.scriptstyle import read_source, suggest_style
 
     suggestion = suggest_style(read_source(script), script_args)
-    if suggestion is None:
+    if suggestion is None or (suggestion.style == "env" and template_given):
         return "args"
-    others = "args or env" if suggestion.spawns else "spawn or env"
+    others = " or ".join(s for s in ("args", "spawn", "env") if s != suggestion.style)
     print(f"ddpstudio: script style {suggestion.style}: {suggestion.why} (--script-style {others} overrides)",
           file=sys.stderr)
     return suggestion.style

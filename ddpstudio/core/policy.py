@@ -20,7 +20,7 @@ from ddpstudio.core import paths
 from ddpstudio.core.decision import Decision
 from ddpstudio.core.exchange import choice as exchange_choice
 from ddpstudio.core.plan import Plan, RecipeSpec, ScriptSpec
-from ddpstudio.core.protocol import NO_NCCL_ENV, NO_NCCL_WINDOWS
+from ddpstudio.core.protocol import NO_NCCL_ENV, NO_NCCL_NO_GPU, NO_NCCL_WINDOWS
 from ddpstudio.core.platform import Platform
 from ddpstudio.core.rendezvous.glooiface import pin
 
@@ -288,8 +288,10 @@ def build_plan(request: Request, platform: Platform, machine: Machine,
             env["GLOO_SOCKET_IFNAME"] = iface
             reasons.append(f"Gloo pinned to the loopback interface ({iface}) so VPN or virtual "
                            "adapters cannot break a single-machine run")
-    if request.script is not None and platform.is_windows:
-        env[NO_NCCL_ENV] = NO_NCCL_WINDOWS  # a script's init_process_group("nccl") gets Gloo (rank/ncclswap.py)
+    if request.script is not None and (platform.is_windows or device == "cpu"):
+        # A script's init_process_group("nccl") gets Gloo (rank/ncclswap.py): Windows has no NCCL, and a run
+        # on the CPU has no GPU for it ("ProcessGroupNCCL is only supported with GPUs, no GPUs found!").
+        env[NO_NCCL_ENV] = NO_NCCL_WINDOWS if platform.is_windows else NO_NCCL_NO_GPU
     interpreter = rank_interpreter(console_python(sys.executable, platform), platform)
     env.update(interpreter.env)
     env.update(request.extra_env)

@@ -42,9 +42,11 @@ STOP_FILE_ENV = "DDPSTUDIO_STOP_FILE"
 # The read end of the launcher's lifeline pipe (POSIX): end-of-file means the launcher is gone.
 LIFELINE_FD_ENV = "DDPSTUDIO_LIFELINE_FD"
 # "No NCCL here" for a script's ranks: the rank helper gives a script that asks for NCCL Gloo instead
-# (rank/ncclswap.py). The launcher sets it to NO_NCCL_WINDOWS from its Platform; tests set it on Linux.
+# (rank/ncclswap.py). The launcher sets it to NO_NCCL_WINDOWS from its Platform, or NO_NCCL_NO_GPU for a run
+# on the CPU; tests set it on Linux.
 NO_NCCL_ENV = "DDPSTUDIO_NO_NCCL"
 NO_NCCL_WINDOWS = "windows"
+NO_NCCL_NO_GPU = "no-gpu"  # the run is on the CPU: NCCL needs CUDA GPUs
 # Seconds between a rank's heartbeats (rank/heartbeat.py); set only when the launcher watches for hangs.
 HEARTBEAT_ENV = "DDPSTUDIO_HEARTBEAT_S"
 

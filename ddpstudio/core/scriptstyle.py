@@ -1,4 +1,4 @@
-"""Does a user's script start its own ranks? Then it wants spawn style, and the user is told why.
+"""Which script style a user's script needs (spawn, env or args), and the one-line reason the user is told.
 
 The PyTorch examples' ImageNet script (and the PyTorch-on-Windows blog's
 command) takes ``--multiprocessing-distributed`` and spawns one process per
@@ -8,6 +8,8 @@ ends suggest ``--script-style spawn`` when they see either sign. A spawn call
 that only runs when an argument asks for it (ImageNet's ``if
 args.multiprocessing_distributed:``, not given) is no such sign: that script
 is one process per rank, args style (core/scriptgate.py reads the gating).
+A script that spawns nothing but is written for torchrun (it reads
+``LOCAL_RANK``, or joins by ``env://``) gets env style (core/envstyle.py).
 Pure: text in, suggestion out (reading the file is :func:`read_source`'s job).
 """
 
@@ -19,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ddpstudio.core.envstyle import env_sign, parses_any
 from ddpstudio.core.plan import DEFAULT_DIST_ARGS
 from ddpstudio.core.scriptgate import Gate, dotted, gate
 
@@ -65,7 +68,7 @@ def suggest_style(source: str | None, args: Sequence[str] = ()) -> StyleSuggesti
     tree = _parse(source or "")
     calls = spawn_calls(source or "", tree)
     if not calls:
-        return None
+        return _env_style(tree)
     gates = [gate(tree, c.node, args, TEMPLATE_OPTIONS) if tree is not None else None for c in calls]
     for call, found in zip(calls, gates):
         if found is None or found.runs:
@@ -81,6 +84,15 @@ def suggest_style(source: str | None, args: Sequence[str] = ()) -> StyleSuggesti
     return StyleSuggestion("args", f"the script calls {call.name}() (line {call.line}) only when "
                                    f"`{found.condition}` (line {found.line}) is {_truth_word(found.must_hold)}, and "
                                    f"with its arguments it is not{_reading(found, ' (', ')')}: one process per rank")
+
+
+def _env_style(tree: ast.Module | None) -> StyleSuggestion | None:
+    """Env style for a script written for torchrun (core/envstyle.py), unless it parses the args template's
+    options: then args style fits, and is what happens with no suggestion."""
+    if tree is None or parses_any(tree, TEMPLATE_OPTIONS):
+        return None
+    sign = env_sign(tree)
+    return StyleSuggestion("env", sign.why()) if sign else None
 
 
 def _truth_word(value: bool) -> str:

@@ -16,14 +16,14 @@ from ddpstudio.core.scriptstyle import read_source, suggest_style
 from ddpstudio.gui.form_state import SetupState
 
 
-def _cli_would_guess_spawn(s: SetupState, platform: Platform | None) -> bool:
-    """Without --script-style the CLI picks spawn for such a script: an args choice must then be said."""
+def _cli_would_guess_other(s: SetupState, platform: Platform | None) -> bool:
+    """Without --script-style the CLI picks spawn or env for such a script: an args choice must then be said."""
     try:
         script_args = cmdline.split(s.script_args, platform)
     except ValueError:
         script_args = []
     suggestion = suggest_style(read_source(s.script_path.strip()), script_args)
-    return suggestion is not None and suggestion.spawns
+    return suggestion is not None and suggestion.style != "args"
 
 
 def run_arguments(s: SetupState, platform: Platform | None = None) -> list[str]:
@@ -36,7 +36,7 @@ def run_arguments(s: SetupState, platform: Platform | None = None) -> list[str]:
 
     if s.is_script:
         args += ["--script", s.script_path.strip()]
-        if s.script_style != "args" or _cli_would_guess_spawn(s, platform):
+        if s.script_style != "args" or _cli_would_guess_other(s, platform):
             args += ["--script-style", s.script_style]
         if s.script_style != "env":
             flag("--dist-args", s.dist_args, DEFAULT_SPAWN_ARGS if s.script_style == "spawn" else DEFAULT_DIST_ARGS)

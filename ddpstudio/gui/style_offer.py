@@ -1,9 +1,11 @@
-"""The setup form's script style offer: spawn style for a script that starts its own ranks, said in one line.
+"""The setup form's script style offer: the style a script needs, chosen and said in one line.
 
 When the chosen script calls ``mp.spawn`` or its arguments contain
 ``--multiprocessing-distributed`` (core/scriptstyle.py), the form switches a
-script workload to spawn style and says why; choosing another kind afterwards
-overrides it for that script and arguments. A spawn call that the arguments
+script workload to spawn style and says why; a script written for torchrun
+(it reads ``LOCAL_RANK``, or joins by ``env://``) gets torchrun style the same
+way. Choosing another kind afterwards overrides it for that script and
+arguments. A spawn call that the arguments
 leave off (ImageNet's ``--multiprocessing-distributed`` not given) is said
 too, as the reason for one process per rank, and undoes a switch of ours. The distributed-arguments template
 follows the style while the user has not edited it (args: per rank; spawn:
@@ -22,7 +24,8 @@ from ddpstudio.core.scriptstyle import StyleSuggestion, read_source, suggest_sty
 from ddpstudio.gui.form_state import STYLE_WORKLOADS
 from ddpstudio.gui.path_edit import PathEdit
 
-SPAWN = STYLE_WORKLOADS["spawn"]
+SPAWN, ARGS = STYLE_WORKLOADS["spawn"], STYLE_WORKLOADS["args"]
+NAMES = {"spawn": "Spawn style", "env": "Torchrun style"}  # the styles a suggestion switches to
 SCRIPT_KINDS = frozenset(STYLE_WORKLOADS.values())
 TEMPLATES = {STYLE_WORKLOADS["args"]: DEFAULT_DIST_ARGS, SPAWN: DEFAULT_SPAWN_ARGS}
 
@@ -41,7 +44,6 @@ class StyleOffer(QObject):
         self.suggestion: StyleSuggestion | None = None
         self._declined: tuple[str, str] | None = None  # (script, arguments) the user chose another kind for
         self._switched = False  # spawn style is our choice, not the user's
-        self._kind = workload.currentData()
         script.text_changed.connect(self.check)
         script_args.textChanged.connect(self.check)
         workload.activated.connect(self._user_chose)  # the user's pick only, not set_state's
@@ -49,7 +51,6 @@ class StyleOffer(QObject):
 
     def sync(self) -> None:
         """After the form was filled without signals: what the script suggests, shown, nothing switched."""
-        self._kind = self.workload.currentData()
         self._declined = self._key()
         self._switched = False
         self.check()
@@ -58,35 +59,39 @@ class StyleOffer(QObject):
         return self.script.text().strip(), self.script_args.text()
 
     def check(self, *_args) -> None:
-        """Read the script again; switch to spawn style when it needs it and the user has not said otherwise."""
+        """Read the script again; switch to the style it needs (spawn, env) unless the user has said otherwise."""
         try:
             args = cmdline.split(self.script_args.text(), self.platform)
         except ValueError:
             args = []
         path = self.script.text().strip()
         self.suggestion = suggest_style(read_source(path), args) if path else None
-        kind = self.workload.currentData()
-        spawns = self.suggestion is not None and self.suggestion.spawns
-        if spawns and kind in SCRIPT_KINDS and kind != SPAWN and self._key() != self._declined:
-            self.workload.setCurrentIndex(self.workload.findData(SPAWN))
+        kind, target, declined = self.workload.currentData(), self._target(), self._key() == self._declined
+        if target is not None and kind in SCRIPT_KINDS and kind != target and not declined:
+            self.workload.setCurrentIndex(self.workload.findData(target))
             self._switched = True
-        elif not spawns and kind == SPAWN and self._switched:
-            self.workload.setCurrentIndex(self.workload.findData(STYLE_WORKLOADS["args"]))
+        elif self._switched and kind != ARGS and (target is None or declined):  # our switch, for another script
+            self.workload.setCurrentIndex(self.workload.findData(ARGS))
             self._switched = False
         self._show()
 
+    def _target(self) -> str | None:
+        """The kind the suggestion switches to: spawn or env; None for args (the default) or no suggestion."""
+        style = self.suggestion.style if self.suggestion is not None else None
+        return STYLE_WORKLOADS[style] if style in NAMES else None
+
     def _user_chose(self, _index: int) -> None:
         self._switched = False
-        if self.suggestion is not None and self.suggestion.spawns and self.workload.currentData() != SPAWN:
+        target = self._target()
+        if target is not None and self.workload.currentData() != target:
             self._declined = self._key()
         self._show()
 
     def _kind_changed(self, _index: int) -> None:
-        """The template follows the kind unless the user edited it."""
+        """The template follows the kind unless the user edited it (env style has none: the text stays)."""
         kind = self.workload.currentData()
-        if self.dist_args.text() == TEMPLATES.get(self._kind) and kind in TEMPLATES:
+        if kind in TEMPLATES and self.dist_args.text() in TEMPLATES.values():
             self.dist_args.setText(TEMPLATES[kind])
-        self._kind = kind
         self._show()
 
     def _show(self) -> None:
@@ -94,11 +99,11 @@ class StyleOffer(QObject):
         if self.suggestion is None or kind not in SCRIPT_KINDS:
             self.note.hide()
             return
-        why = self.suggestion.why
-        if not self.suggestion.spawns:
+        why, target = self.suggestion.why, self._target()
+        if target is None:
             self.note.setText(f"One process per rank: {why}.")
-            self.note.show()
-            return
-        self.note.setText(f"Spawn style chosen: {why}. Choose another kind to override." if kind == SPAWN else
-                          f"Spawn style suggested: {why}.")
+        else:
+            name = NAMES[self.suggestion.style]
+            self.note.setText(f"{name} chosen: {why}. Choose another kind to override." if kind == target else
+                              f"{name} suggested: {why}.")
         self.note.show()

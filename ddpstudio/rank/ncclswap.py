@@ -11,7 +11,9 @@ script's ``device_ids=[rank]`` and ``cuda:N`` tensors keep their GPUs (and
 the staged exchange, where the plan chose it, moves their gradients).
 
 "No NCCL here" comes from the launcher (:data:`NO_NCCL_ENV`, set from its
-Platform: Windows) or from this PyTorch itself (``is_nccl_available()``
+Platform: Windows; or from its plan: a run on the CPU, where NCCL stops at
+once with "ProcessGroupNCCL is only supported with GPUs, no GPUs found!") or
+from this PyTorch itself (``is_nccl_available()``
 false). The variable is also the seam the tests use on a Linux CUDA build.
 """
 
@@ -20,7 +22,7 @@ from __future__ import annotations
 import os
 from types import ModuleType
 
-from ddpstudio.core.protocol import NO_NCCL_ENV, NO_NCCL_WINDOWS
+from ddpstudio.core.protocol import NO_NCCL_ENV, NO_NCCL_NO_GPU, NO_NCCL_WINDOWS
 
 NCCL, GLOO = "nccl", "gloo"
 
@@ -29,6 +31,8 @@ def missing(dist: ModuleType) -> str | None:
     """Why NCCL cannot be had here, as the end of "which ... : Gloo is used instead"; None when it can."""
     if os.environ.get(NO_NCCL_ENV) == NO_NCCL_WINDOWS:
         return "Windows builds of PyTorch do not have"
+    if os.environ.get(NO_NCCL_ENV) == NO_NCCL_NO_GPU:
+        return "needs CUDA GPUs, and this run has none"
     if os.environ.get(NO_NCCL_ENV) or not dist.is_nccl_available():
         return "this build of PyTorch does not have"
     return None

@@ -1,0 +1,100 @@
+"""Is a script written for torchrun? Then it wants env style, and the user is told why.
+
+A torchrun script takes its place in the world from the environment: it
+reads ``LOCAL_RANK`` (the DDP tutorial series' ``multigpu_torchrun.py``:
+``int(os.environ["LOCAL_RANK"])``) or calls ``init_process_group`` without
+an ``init_method``, which means ``env://`` (torch/distributed/distributed_c10d.py,
+``init_process_group``: "If neither is specified, ``init_method`` is assumed to
+be 'env://'"). Started in args style, such a script gets ``--dist-url ...``
+appended and its argparse stops it at once ("unrecognized arguments"). A
+script that declares the args template's own options (the PyTorch examples'
+ImageNet ``--dist-url``) is an args script whatever else it reads.
+Read from the AST, never run.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+from ddpstudio.core.scriptargs import declared_options
+from ddpstudio.core.scriptgate import dotted
+
+# What torchrun puts in each rank's environment and scripts read (torch/distributed/run.py's docs).
+TORCHRUN_VARIABLES = ("LOCAL_RANK", "RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+ENV_URL = "env://"
+
+
+@dataclass(frozen=True)
+class EnvSign:
+    """What in the script says torchrun, its line, and what that means: the one-line reason's parts."""
+
+    said: str
+    line: int
+    means: str
+
+    def why(self) -> str:
+        return f"the script {self.said} (line {self.line}): {self.means}"
+
+
+def parses_any(tree: ast.Module, options: tuple[str, ...]) -> str | None:
+    """The first of ``options`` the script's argparse declares exactly, or None."""
+    declared = {s for option in declared_options(tree).values() for s in option.strings}
+    return next((o for o in options if o in declared), None)
+
+
+def env_sign(tree: ast.Module) -> EnvSign | None:
+    """The first place (in line order) where the script reads torchrun's variables or joins by env://."""
+    signs = [sign for node in ast.walk(tree) for sign in (_reads_variable(node), _joins_by_env(node)) if sign]
+    return min(signs, key=lambda s: s.line) if signs else None
+
+
+def _reads_variable(node: ast.AST) -> EnvSign | None:
+    """``os.environ["LOCAL_RANK"]``, ``os.environ.get("RANK")``, ``os.getenv("WORLD_SIZE")``, ``"RANK" in
+    os.environ``: reads, not writes (the DDP tutorial's spawn scripts set MASTER_ADDR themselves)."""
+    name = None
+    if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load) and _is_environ(node.value):
+        name = _text(node.slice)
+    elif isinstance(node, ast.Call) and node.args and _is_env_getter(node.func):
+        name = _text(node.args[0])
+    elif (isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], (ast.In, ast.NotIn))
+          and _is_environ(node.comparators[0])):
+        name = _text(node.left)
+    if name in TORCHRUN_VARIABLES:
+        return EnvSign(f"reads {name} from its environment", node.lineno, "it is written for torchrun, which sets it")
+    return None
+
+
+def _joins_by_env(node: ast.AST) -> EnvSign | None:
+    """``init_process_group(...)`` with no ``init_method`` (or ``"env://"``) and no store: torchrun's rendezvous."""
+    if not isinstance(node, ast.Call):
+        return None
+    name = dotted(node.func)
+    if name is None or name.rpartition(".")[2] != "init_process_group":
+        return None
+    keywords = {kw.arg: kw.value for kw in node.keywords}
+    if None in keywords or "store" in keywords:  # **kwargs: cannot tell; a store: its own rendezvous
+        return None
+    method = keywords.get("init_method", node.args[1] if len(node.args) > 1 else None)
+    if method is not None and _text(method) != ENV_URL:
+        return None
+    how = "without an init_method" if method is None else f'with init_method="{ENV_URL}"'
+    return EnvSign(f"calls {name}() {how}", node.lineno, "it joins through the environment variables torchrun sets"
+                   + (" (env://, the default)" if method is None else ""))
+
+
+def _is_environ(node: ast.AST) -> bool:
+    name = dotted(node)
+    return name is not None and name.rpartition(".")[2] == "environ"
+
+
+def _is_env_getter(func: ast.AST) -> bool:
+    name = dotted(func)
+    if name is None:
+        return False
+    owner, _, attr = name.rpartition(".")
+    return (attr == "get" and _is_environ(func.value)) or (attr == "getenv" and owner in ("", "os"))
+
+
+def _text(node: ast.AST) -> str | None:
+    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
