@@ -131,6 +131,9 @@ def test_hints_recognise_the_known_failures():
     assert keys("[enforce fail at ..] error 10049: The requested address is not valid in its context.") == \
         ["network_adapter"]
     assert keys("ZeroDivisionError: division by zero") == []
+    assert keys("train.py: error: unrecognized arguments: --dist-url file:///s --dist-backend gloo") == ["dist_args"]
+    assert keys("train.py: error: unrecognized arguments: --rank 1") == ["dist_args"]
+    assert keys("train.py: error: unrecognized arguments: --epochs 3") == []  # the user's own typo: not ours
     assert low_load_hint(20.0, None).key == "low_gpu_load"
     assert low_load_hint(90.0, 0.5).key == "data_wait"
     assert low_load_hint(90.0, 0.01) is None and low_load_hint(None, None) is None

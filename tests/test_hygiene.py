@@ -363,3 +363,58 @@ def test_a_fixed_store_rewritten_long_after_our_run_ended_is_not_ours_any_more(t
     assert not result.ok and os.path.exists(store)
     os.utime(store, (ended + 1, ended + 1))  # written as our run ended: our leftover
     assert [s.path for s in hygiene.scan().stale_stores] == [store]
+
+
+# -- a script's own store (init_method="file://..." in its code): RunRecord.script_stores ----------------
+def script_record(run_id: str, script: str, stores: list[str], ranks=(), launcher=(DEAD_PID, 1.0),
+                  state: str = "running") -> registry.RunRecord:
+    rec = registry.record_start(run_id, run_dir=str(paths.runs_dir() / run_id), launcher_pid=launcher[0],
+                                launcher_create_time=launcher[1], script=script, script_stores=stores,
+                                ranks=[RankRecord(i, p.pid, create_time(p.pid)) for i, p in enumerate(ranks)])
+    if state != "running":
+        registry.record_end(run_id, state)
+    return rec
+
+
+def test_a_scripts_own_store_is_a_store_of_its_run_live_then_stale(tmp_path):
+    store = stale_file(tmp_path / "ddp_example")
+    script_record("busy", str(tmp_path / "train.py"), [store], launcher=me())
+    assert hygiene.scan().live_stores == {store: "busy"} and not hygiene.scan().stale_stores
+    registry.record_end("busy", "stopped")
+    [stale] = hygiene.scan().stale_stores
+    assert (stale.path, stale.reason) == (store, "left by run busy, which stopped")
+    assert registry.read_record(registry.record_path("busy")).stores == [store]  # round trip, no store of its own
+
+
+@pytest.mark.posix_only("start_new_session, os.killpg and SIGKILL")
+def test_prelaunch_of_a_script_cleans_the_stores_its_earlier_runs_left_and_only_those(procs, tmp_path):
+    script, other = str(tmp_path / "train.py"), str(tmp_path / "eval.py")
+    mine, theirs, gone_already = (stale_file(tmp_path / n) for n in ("ddp_example", "eval_store", "old"))
+    os.unlink(gone_already)
+    rank = procs()  # a rank of the killed run, still alive: stopped first
+    other_rank = procs()
+    script_record("killed", script, [mine, gone_already], ranks=[rank])
+    script_record("other", other, [theirs], ranks=[other_rank], state="failed")
+    result = hygiene.prelaunch_script_stores(script)
+    assert result.ok and result.cleaned == [mine] and [p.pid for p in result.killed] == [rank.pid]
+    assert result.message == (f"removed the leftover store file {mine}, which this script names (left by run "
+                              f"killed, which was killed: its launcher is gone); first stopped its orphaned "
+                              f"processes (pid {rank.pid})")
+    assert not os.path.exists(mine) and os.path.exists(theirs) and not alive(rank) and alive(other_rank)
+    assert hygiene.prelaunch_script_stores(script) == hygiene.PrelaunchResult(True)  # nothing left to do
+    assert hygiene.prelaunch_script_stores(str(tmp_path / "never_ran.py")) == hygiene.PrelaunchResult(True)
+
+
+def test_prelaunch_of_a_script_is_blocked_by_a_live_run_on_its_store_and_leaves_a_rewritten_one(tmp_path):
+    script = str(tmp_path / "train.py")
+    busy = stale_file(tmp_path / "ddp_example")
+    script_record("live", str(tmp_path / "copy_of_train.py"), [busy], launcher=me())
+    script_record("earlier", script, [busy], state="stopped")
+    result = hygiene.prelaunch_script_stores(script)
+    assert not result.ok and os.path.exists(busy)
+    assert result.message == (f"run live is using the store file {busy}, which this script names, right now; two "
+                              "runs cannot share one. Stop that run first.")
+    registry.record_end("live", "finished")
+    ended = registry.read_record(registry.record_path("live")).ended
+    os.utime(busy, (ended + 60, ended + 60))  # written a minute after the runs: another program's file now
+    assert hygiene.prelaunch_script_stores(script) == hygiene.PrelaunchResult(True) and os.path.exists(busy)

@@ -102,3 +102,17 @@ def test_the_tutorial_series_script_trains_as_written_and_resumes_from_its_own_s
     assert lines.count("Resuming training from snapshot at Epoch 2") == 2  # each rank
     assert any(line.startswith("[GPU0] Epoch 2 ") for line in lines)
     assert not any(line.startswith("[GPU0] Epoch 1 ") for line in lines)
+
+
+@pytest.mark.slow
+def test_forced_into_args_style_it_fails_at_once_with_the_hint_that_names_the_style(studio_home, tmp_path):
+    from ddpstudio.gui.hints import hints_for
+
+    res = ddpstudio("run", "--json", "--script", str(SCRIPT), "--script-style", "args", "--world-size", "2", "--",
+                    "2", "1", cwd=tmp_path)
+    done = final(events(res.stdout))
+    assert res.returncode == 1 and done.get("state") == protocol.FAILED, res.stderr[-3000:]
+    assert "error: unrecognized arguments: --dist-url" in done.get("summary")
+    [hint] = hints_for(done.get("summary"))
+    assert hint.key == "dist_args" and "--script-style env" in hint.text
+    assert not (tmp_path / "snapshot.pt").exists()

@@ -139,7 +139,7 @@ def test_the_demo_trains_checkpoints_and_finishes_through_the_launcher_on_a_driv
     assert started.get("init_method") == "file:///" + store.as_posix()
     assert not box.unix(str(store)).exists()  # every rank ended cleanly: the store went with them
     rank = demo.wait_for("rank_started", 0).get("command")
-    assert rank[0] == box.python_exe and rank[1:4] == ["-u", "-m", "ddpstudio.rank.recipe"]
+    assert rank[0] == box.python_exe and rank[1:5] == ["-u", "-P", "-m", "ddpstudio.rank.recipe"]
     assert [e.get("step") for e in demo.of_type("step") if e.rank == 0] == [1, 2]
     saved = demo.wait_for("checkpoint_saved", 0)
     assert (saved.get("path"), saved.get("step")) == (CHECKPOINTS + "\\checkpoint.pt", 2)

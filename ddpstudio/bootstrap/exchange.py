@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from ddpstudio.bootstrap import process
-from ddpstudio.core.platform import Platform
+from ddpstudio.core.platform import SAFE_PATH, Platform
 from ddpstudio.core.process.exitcodes import describe_exit
 
 MARKER = "DDPSTUDIO-PROBE "  # core.exchange.probe's result line (the bootstrap cannot import core.exchange)
@@ -49,7 +49,7 @@ def record(
 
     ``outcome`` is one of the probe's values, or None when the probe itself did not report.
     """
-    command = command or [python, "-m", MODULE, "--force"]
+    command = command or [python, SAFE_PATH, "-m", MODULE, "--force"]
     try:
         result = process.run(command, platform, lambda line: None if line.startswith(MARKER) else on_line(line),
                              env=env, timeout=TIMEOUT_S, running=running)

@@ -254,6 +254,14 @@ def main(args: argparse.Namespace) -> int:
     plan = plan_or_exit(args, current())
     if isinstance(plan, int):
         return plan
+    if plan.script is not None:
+        from ddpstudio.core.cleanup.hygiene import prelaunch_script_stores
+
+        check = prelaunch_script_stores(plan.script.path)  # its own FileStore, left by a killed run of ours
+        if not check.ok:
+            return fail(check.message)
+        if check.message:
+            print(f"ddpstudio: {check.message}", file=sys.stderr)
     if plan.store_path and plan.store_is_fixed:
         return _on_claimed_path(plan, args)
     return _launch(plan, args)

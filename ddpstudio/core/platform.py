@@ -38,3 +38,9 @@ def current() -> Platform:
     if sys.platform == "darwin":
         return Platform("darwin")
     return LINUX
+
+
+# For every ``python -m ddpstudio...`` we start (launcher, recipe ranks, probes): Python 3.11's -P leaves the
+# working folder off sys.path, which ``-m`` otherwise puts first, so a user's copy.py, random.py or queue.py
+# in the folder a run starts from is never imported in place of the standard library's (DDP Studio needs 3.11).
+SAFE_PATH = "-P"

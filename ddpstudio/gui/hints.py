@@ -57,6 +57,14 @@ _RULES: tuple[tuple[Hint, tuple[str, ...]], ...] = (
           "gradient exchange (--grad-exchange staged), which all-reduces gradients on the CPU; DDP Studio "
           "will check this machine again before the next automatic choice."),
      ("pytorch #186535",)),
+    (Hint("dist_args", "The script does not take the distributed arguments",
+          "In this kind DDP Studio appends its distributed settings to the script's arguments (the template under "
+          "Kind: --dist-url, --dist-backend, --world-size, --rank) and the script's argument parser does not know "
+          "them. A script written for torchrun reads its rank from the environment instead: choose \"My script: "
+          "torchrun environment variables\" (--script-style env). Otherwise change the template to the options "
+          "the script takes."),
+     tuple(f"unrecognized arguments: {flag}" for flag in ("--dist-url", "--dist-backend", "--world-size",
+                                                          "--rank"))),
     (Hint("out_of_memory", "A GPU ran out of memory",
           "Lower the batch size per rank, or split the batch over the ranks instead of scaling it."),
      ("cuda out of memory", "outofmemoryerror")),

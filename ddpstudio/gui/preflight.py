@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from ddpstudio.core.cleanup.hygiene import prelaunch_check
+from ddpstudio.core.cleanup.hygiene import prelaunch_check, prelaunch_script_stores
 from ddpstudio.core.plan import Plan
 from ddpstudio.core.platform import Platform
 from ddpstudio.core.policy import PolicyError, build_plan, write_plan
@@ -69,6 +69,12 @@ def prepare_launch(state: SetupState, machine, platform: Platform) -> LaunchRead
             notes.append(result.message)
         if not result.ok:
             return LaunchReady(Preflight((Problem("store_path", result.message),)), notes)
+    if plan.script is not None:
+        result = prelaunch_script_stores(plan.script.path)  # its own FileStore, left by a killed run of ours
+        if result.message:
+            notes.append(result.message)
+        if not result.ok:
+            return LaunchReady(Preflight((Problem("script_path", result.message),)), notes)
     path = write_plan(plan)
     (path.parent / SETUP_FILE).write_text(json.dumps(state.to_dict(), indent=2), encoding="utf-8")
     return LaunchReady(checked, notes)

@@ -83,7 +83,8 @@ class _State:
             arguments = self._arguments(original, args, kwargs, host_store=True)
             if os.environ.get("RANK") is not None:  # args and env style: the rank is known before the call
                 self._say_swap(os.environ["RANK"] == "0")
-            self.emitter.emit(protocol.RANK_MEETING, pid=os.getpid(), source="rank helper")
+            self.emitter.emit(protocol.RANK_MEETING, pid=os.getpid(), source="rank helper",
+                              **_own_store_file(original, arguments, args, kwargs))
             result = original(**arguments) if arguments is not None else original(*args, **kwargs)
             if str(self.dist.get_backend()) == "gloo":
                 from ddpstudio.rank.gloo_exit import settle_at_exit
@@ -185,6 +186,34 @@ def _beat(dist: ModuleType) -> None:
     except Exception as exc:  # the run goes on; only a hang would go unnamed
         print(f"ddpstudio rank helper: no heartbeat (a stuck rank will not be named): {type(exc).__name__}: {exc}",
               file=sys.stderr, flush=True)
+
+
+def _own_store_file(original: Any, arguments: dict[str, Any] | None, args: tuple, kwargs: dict) -> dict[str, Any]:
+    """``store_file`` (with ``store_file_mtime`` and ``store_file_bytes``: None and 0 when it does not exist
+    yet) when the call meets on a FileStore (``init_method="file://..."``): the launcher records a path the script's own code names, and
+    says when it was there before the run began (a killed run's leftover: pytorch #55967)."""
+    import inspect
+
+    if arguments is None:
+        try:
+            arguments = dict(inspect.signature(original).bind(*args, **kwargs).arguments)
+        except (TypeError, ValueError):
+            return {}
+    url = arguments.get("init_method")
+    if not isinstance(url, str) or not url.lower().startswith("file:"):
+        return {}
+    from ddpstudio.core.platform import LINUX, WINDOWS
+    from ddpstudio.core.rendezvous.storeurl import store_path_from_url
+
+    try:  # the path as this process's torch reads it: its own OS, whatever a test's platform seam says
+        path = os.path.abspath(store_path_from_url(url, WINDOWS if sys.platform == "win32" else LINUX))
+    except ValueError:
+        return {}  # torch says what is wrong with it
+    try:
+        found = os.stat(path)
+    except OSError:
+        return {"store_file": path, "store_file_mtime": None, "store_file_bytes": 0}
+    return {"store_file": path, "store_file_mtime": found.st_mtime, "store_file_bytes": found.st_size}
 
 
 def _hook_ddp(state: _State) -> None:

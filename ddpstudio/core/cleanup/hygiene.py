@@ -29,7 +29,7 @@ from ddpstudio.core.rendezvous.asciipath import store_folders
 from ddpstudio.core.cleanup.registry import CorruptRecord, RunRecord
 
 __all__ = ["CleanReport", "CorruptRecord", "Findings", "PrelaunchResult", "ProcessInfo", "StaleStore",
-           "clean", "prelaunch_check", "scan"]
+           "clean", "prelaunch_check", "prelaunch_script_stores", "scan"]
 
 # A store written this long after its run's last sign of life was written by someone else.
 REWRITE_SLACK_S = 10.0
@@ -49,8 +49,8 @@ def scan(platform: Platform | None = None) -> Findings:
                      dead_runs=[r.run_id for r in over if r.state == registry.RUNNING])
     live_pids: dict[int, str] = {}
     for r in live:
-        if r.store_path:
-            found.live_stores[r.store_path] = r.run_id
+        for path in r.stores:
+            found.live_stores[path] = r.run_id
         live_pids[r.launcher_pid] = r.run_id
         for rank in r.ranks:
             for proc in _tree(table, rank.pid, rank.create_time, posix):
@@ -100,14 +100,16 @@ def _stale_stores(over: list[RunRecord], live: set[str], corrupt: list[CorruptRe
     ours = {norm(f) for f in folders}
     rewritten: set[str] = set()
     for r in reversed(over):  # newest first: the reason names the last run that used the file
-        if r.store_path and os.path.isfile(r.store_path):
-            key = norm(r.store_path)
+        for path in r.stores:
+            if not os.path.isfile(path):
+                continue
+            key = norm(path)
             if key in live or key in stale or key in rewritten:
                 continue
-            if os.path.dirname(key) not in ours and _written_since(r.store_path, r):
+            if os.path.dirname(key) not in ours and _written_since(path, r):
                 rewritten.add(key)  # another program uses that path now: not our leftover any more
                 continue
-            stale[key] = StaleStore(r.store_path, _reason(r), r.run_id)
+            stale[key] = StaleStore(path, _reason(r), r.run_id)
     unreadable = {c.run_id for c in corrupt}
     files = []
     for folder in folders:
@@ -336,6 +338,61 @@ def prelaunch_check(store_path: str, platform: Platform | None = None, *, _stopp
     if report.killed:
         message += "; first stopped its orphaned processes (pid " + ", ".join(str(p.pid) for p in report.killed) + ")"
     return PrelaunchResult(True, report.deleted, message, report.killed)
+
+
+def prelaunch_script_stores(script: str, platform: Platform | None = None) -> PrelaunchResult:
+    """Before a script runs again: the FileStore files its own code made in earlier runs of ours
+    (``RunRecord.script_stores``), cleaned where a killed run left them, with the ranks it left.
+
+    Such a path is the script's, not ours: one that another program has written since is left alone (the
+    script meets there as it always does), and only a live run of ours on it blocks the launch."""
+    platform = platform or current()
+    records, _ = registry.load_records()
+    key = norm(os.path.abspath(script))
+    used: dict[str, list[str]] = {}  # store path (normalised) -> runs of this script that used it
+    paths: dict[str, str] = {}
+    for r in records:
+        if r.script and norm(os.path.abspath(r.script)) == key:
+            for path in r.script_stores:
+                used.setdefault(norm(path), []).append(r.run_id)
+                paths.setdefault(norm(path), path)
+    if not any(os.path.lexists(p) for p in paths.values()):
+        return PrelaunchResult(True)
+    found = scan(platform)
+    live = {norm(p): run_id for p, run_id in found.live_stores.items()}
+    result = PrelaunchResult(True)
+    said = []
+    for k, path in paths.items():
+        if k in live:
+            return PrelaunchResult(False, result.cleaned, f"run {live[k]} is using the store file {path}, which "
+                                   "this script names, right now; two runs cannot share one. Stop that "
+                                   "run first.", result.killed)
+        stale = [st for st in found.stale_stores if norm(st.path) == k]
+        if not stale:
+            continue  # gone, or another program's file now
+        foreign = [p for p in found.foreign if norm(p.path or "") == k]
+        if foreign:
+            who = ", ".join(f"{p.describe()}: {_short(p.cmdline, 80)}" for p in foreign)
+            return PrelaunchResult(False, result.cleaned, f"the store file {path}, which this script names, "
+                                   f"was {stale[0].reason}, but a program DDP Studio did not start has it "
+                                   f"open ({who}). Close that program, or run 'ddpstudio clean --include-foreign' "
+                                   "to stop it.", result.killed)
+        mine = Findings(stale_stores=stale, orphans=[o for o in found.orphans if o.run_id in used[k]],
+                        lock_holders=[h for h in found.lock_holders if norm(h.path or "") == k])
+        report = clean(mine, platform=platform)
+        result.cleaned += report.deleted
+        result.killed += report.killed
+        if os.path.lexists(path):
+            why = "; ".join(f"{what}: {reason}" for what, reason in report.left) or "it came back"
+            return PrelaunchResult(False, result.cleaned, f"the store file {path}, which this script names, "
+                                   f"is a leftover of an earlier run but could not be removed ({why}). Run "
+                                   "'ddpstudio clean' to see what holds it.", result.killed)
+        stopped = (f"; first stopped its orphaned processes (pid {', '.join(str(p.pid) for p in report.killed)})"
+                   if report.killed else "")
+        said.append(f"removed the leftover store file {path}, which this script names "
+                    f"({stale[0].reason}){stopped}")
+    result.message = "; ".join(said)
+    return result
 
 
 def _not_ours_message(store_path: str, platform: Platform) -> str:

@@ -55,6 +55,15 @@ class RunRecord:
     node_rank: int = 0
     host: str | None = None
     host_run_id: str | None = None
+    # A user's script that makes its own FileStore (``init_method="file://..."`` in its code): the script and
+    # the store files its ranks said they meet on (rank/script_hooks.py), kept like the run's own store.
+    script: str | None = None
+    script_stores: list[str] = field(default_factory=list)
+
+    @property
+    def stores(self) -> list[str]:
+        """Every FileStore path the run used: its own (when it had one) and its script's."""
+        return ([self.store_path] if self.store_path else []) + list(self.script_stores)
 
     @property
     def ended_state(self) -> bool:
@@ -82,7 +91,8 @@ class RunRecord:
                 store_is_fixed=bool(raw.get("store_is_fixed")), port=raw.get("port"),
                 state=str(raw.get("state", RUNNING)), ended=_time(raw.get("ended")), note=raw.get("note"),
                 nodes=int(raw.get("nodes") or 1), node_rank=int(raw.get("node_rank") or 0),
-                host=_text(raw.get("host")), host_run_id=_text(raw.get("host_run_id")))
+                host=_text(raw.get("host")), host_run_id=_text(raw.get("host_run_id")),
+                script=_text(raw.get("script")), script_stores=[str(p) for p in raw.get("script_stores") or []])
         except KeyError as exc:
             raise ValueError(f"missing field {exc.args[0]!r}") from None
         except (TypeError, ValueError) as exc:
@@ -135,14 +145,16 @@ def record_start(run_id: str, *, run_dir: str, launcher_pid: int, launcher_creat
                  ranks: list[RankRecord] | None = None, store_path: str | None = None,
                  store_is_fixed: bool = False, port: int | None = None,
                  started: float | None = None, nodes: int = 1, node_rank: int = 0, host: str | None = None,
-                 host_run_id: str | None = None) -> RunRecord:
+                 host_run_id: str | None = None, script: str | None = None,
+                 script_stores: list[str] | None = None) -> RunRecord:
     """Record a run as running (again after each spawned rank: the record grows with the run).
     ``nodes``..``host_run_id``: this machine's part of a multi-machine run (see :class:`RunRecord`)."""
     record = RunRecord(run_id=run_id, run_dir=str(run_dir), launcher_pid=launcher_pid,
                        launcher_create_time=launcher_create_time,
                        started=time.time() if started is None else started, ranks=list(ranks or []),
                        store_path=store_path, store_is_fixed=store_is_fixed, port=port, nodes=nodes,
-                       node_rank=node_rank, host=host, host_run_id=host_run_id)
+                       node_rank=node_rank, host=host, host_run_id=host_run_id, script=script,
+                       script_stores=list(script_stores or []))
     write_record(record)
     return record
 

@@ -32,7 +32,7 @@ from typing import Any, Sequence
 from ddpstudio.core import atomic, paths
 from ddpstudio.core.exchange.probe_child import MARKER
 from ddpstudio.core.exchange.probekey import ProbeKey, cpu_only_build, current_key
-from ddpstudio.core.platform import Platform, current
+from ddpstudio.core.platform import SAFE_PATH, Platform, current
 from ddpstudio.core.process.exitcodes import describe_exit
 from ddpstudio.core.process.proctree import popen_options
 from ddpstudio.core.rendezvous.asciipath import safe_temp_folder
@@ -168,7 +168,7 @@ def child_command() -> list[str]:
     override = os.environ.get(CHILD_ENV)
     if override:
         return list(json.loads(override))
-    return [sys.executable, "-m", "ddpstudio.core.exchange.probe_child"]
+    return [sys.executable, SAFE_PATH, "-m", "ddpstudio.core.exchange.probe_child"]
 
 
 def run(command: Sequence[str] | None = None, key: ProbeKey | None = None, timeout_s: float = TIMEOUT_S,

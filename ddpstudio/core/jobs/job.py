@@ -21,7 +21,7 @@ MACHINE_LOCAL = {
     "GLOO_SOCKET_IFNAME": "names an adapter of this machine (the loopback pin of a one-machine run)",
     "__PYVENV_LAUNCHER__": "the path of this machine's Windows virtual environment",
     "USE_LIBUV": "the Windows TCPStore workaround (pytorch #139990); Linux wheels have libuv",
-    "DDPSTUDIO_NO_NCCL": "the Windows swap of a script's NCCL for Gloo; Linux GPUs have NCCL",
+    "DDPSTUDIO_NO_NCCL": "the swap of a script's NCCL for Gloo on Windows or without GPUs; a cluster's GPUs have NCCL",
     "TORCHELASTIC_USE_AGENT_STORE": "DDP Studio's stand-in for torchrun's agent; torchrun sets its own",
     "TORCHELASTIC_RESTART_COUNT": "DDP Studio's stand-in for torchrun's agent; torchrun sets its own",
     "TORCHELASTIC_RUN_ID": "the host's run id on a joining machine of DDP Studio's run; torchrun sets its own",

@@ -10,7 +10,7 @@ from pathlib import Path
 from ddpstudio.core import cmdline
 from ddpstudio.core.exchange.choice import COMPRESSION_ENV, EXCHANGE_ENV
 from ddpstudio.core.plan import Plan, ScriptSpec
-from ddpstudio.core.platform import Platform, current
+from ddpstudio.core.platform import SAFE_PATH, Platform, current
 from ddpstudio.core.launch.hangwatch import beat_interval, watches_hangs
 from ddpstudio.core.launch.rundir import RunDir
 from ddpstudio.core.protocol import EVENTS_DIR_ENV, HEARTBEAT_ENV, STOP_FILE_ENV
@@ -87,7 +87,7 @@ def dist_args(template: str, plan: Plan, rank: int, platform: Platform | None = 
 def rank_command(plan: Plan, rank: int, plan_path: str) -> list[str]:
     python = plan.python
     if plan.recipe is not None:
-        return [python, "-u", "-m", "ddpstudio.rank.recipe", plan_path]
+        return [python, "-u", SAFE_PATH, "-m", "ddpstudio.rank.recipe", plan_path]
     script = plan.script
     assert script is not None
     cmd = [python, "-u", script.path, *script.args]

@@ -77,6 +77,8 @@ class Launcher(RankIntake, RunRecords, RunEnding, RunRestarts, RunHangs):
         self._watchdog_fired = False
         self._unseen_said = False  # the watchdog said that a rank was not seen from inside yet
         self.store_preexisted = bool(plan.store_path and os.path.exists(plan.store_path))
+        self.script_stores: list[str] = []  # FileStores the script's own code names (records.py)
+        self._leftovers_said: set[str] = set()  # of those, the ones found left over and said so
         self._launcher_created: float | None = None
         self._history: HistoryWriter | None = None  # history.jsonl: docs/history.md
         self._finished = False  # run_finished was emitted: the stream has its one ending
@@ -96,6 +98,8 @@ class Launcher(RankIntake, RunRecords, RunEnding, RunRestarts, RunHangs):
         if event.type == protocol.RANK_JOINED and isinstance(event.get("world_size"), int):
             self.world_seen = max(self.world_seen or 0, event.get("world_size"))
         self._note_checkpoint(event)
+        if event.type == protocol.RANK_MEETING and event.get("store_file"):
+            self._script_store(event)
         if self._held is not None:
             self._held.append(event)
             return

@@ -12,7 +12,19 @@ from __future__ import annotations
 import os
 
 from ddpstudio.core import protocol
+from ddpstudio.core.process.lockholders import norm
 from ddpstudio.core.process.proctable import create_time
+
+# A script's store file last written this long before the run started was there before it: a leftover.
+LEFTOVER_SLACK_S = 1.0
+
+
+def _ago(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
 
 
 class RunRecords:
@@ -36,10 +48,37 @@ class RunRecords:
             registry.record_start(p.run_id, run_dir=p.run_dir, launcher_pid=me,
                                   launcher_create_time=self._launcher_created, ranks=ranks,
                                   store_path=p.store_path, store_is_fixed=p.store_is_fixed, port=p.master_port,
-                                  started=self.t0, **self.record_fields())
+                                  started=self.t0, script=os.path.abspath(p.script.path) if p.script else None,
+                                  script_stores=self.script_stores, **self.record_fields())
         except OSError as exc:
             self.emit(protocol.make_event(protocol.WARNING, message=f"could not record the run in the registry "
                                           f"({exc}); 'ddpstudio clean' will not know its processes"))
+
+    def _script_store(self, event: protocol.Event) -> None:
+        """A rank meets on a FileStore that the script's own code names (``rank_meeting``'s ``store_file``):
+        recorded like the run's own store, so that 'ddpstudio clean', a restart and the script's next run
+        find it after a kill (core/cleanup/hygiene.py ``prelaunch_script_stores``); said at once when the
+        file was there before this run began, a leftover the ranks hang or fail on (pytorch #55967)."""
+        path = str(event.get("store_file"))
+        if self.plan.store_path and norm(path) == norm(self.plan.store_path):
+            return  # this run's own store (the args template's {url})
+        if path not in self.script_stores:
+            self.script_stores.append(path)
+            self._write_processes()
+        # Each rank looks before it opens the file: the first to look at a leftover sees it old, whichever
+        # rank's event is read first. Said once.
+        mtime, size = event.get("store_file_mtime"), event.get("store_file_bytes")
+        if path in self._leftovers_said:
+            return
+        if isinstance(mtime, (int, float)) and mtime < self.t0 - LEFTOVER_SLACK_S and size:  # empty: as new
+            self._leftovers_said.add(path)
+            age = max(0.0, self.t0 - mtime)
+            self.emit(protocol.make_event(protocol.WARNING, message=(
+                f"the store file {path}, which your script names, existed before this run started "
+                f"(last written {_ago(age)} before): a killed run may have left it behind, and a FileStore needs "
+                "a new, empty file, or the ranks hang or fail to connect (pytorch #55967). If the ranks do not "
+                "join, stop the run and click Clean up (ddpstudio clean), which removes it now that this run "
+                "has used it; or delete it yourself.")))
 
     def record_fields(self) -> dict:
         """More fields for the run's registry record (the node launcher's: node rank and host)."""

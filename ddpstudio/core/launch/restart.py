@@ -89,19 +89,15 @@ class RunRestarts:
         return True
 
     def _reset_store(self) -> str | None:
-        """A fresh, empty rendezvous for the next group: the store file deleted, and the ranks' stop file."""
+        """A fresh, empty rendezvous for the next group: the store files deleted (the run's own, and those
+        the script's own code names: the dead group's ranks never removed them), and the ranks' stop file."""
         Path(self.run.rank_stop_file).unlink(missing_ok=True)  # else the new ranks stop at once
-        if not self.plan.store_path:
-            return None  # a TCP store lived in rank 0, which is gone
-        for _ in range(STORE_UNLINK_TRIES):
-            try:
-                Path(self.plan.store_path).unlink(missing_ok=True)
-                return None
-            except PermissionError:  # Windows: a handle of a process that is ending
-                time.sleep(0.1)
-            except OSError as exc:
-                return f"the store file {self.plan.store_path} cannot be deleted ({exc.strerror or exc})"
-        return f"the store file {self.plan.store_path} is still held open by another process"
+        # A TCP store lived in rank 0, which is gone: nothing of it to delete.
+        for path in ([self.plan.store_path] if self.plan.store_path else []) + self.script_stores:
+            problem = _unlink(path)
+            if problem:
+                return problem
+        return None
 
     def _restart_plan(self) -> tuple[str, int, str]:
         """The plan file the new ranks read, the step they start from, and how, in words."""
@@ -131,3 +127,15 @@ def _saved_step(checkpoint_dir: str | None) -> int:
         return read_info(checkpoint_dir or "").global_step
     except CheckpointError:
         return 0
+
+
+def _unlink(path: str) -> str | None:
+    for _ in range(STORE_UNLINK_TRIES):
+        try:
+            Path(path).unlink(missing_ok=True)
+            return None
+        except PermissionError:  # Windows: a handle of a process that is ending
+            time.sleep(0.1)
+        except OSError as exc:
+            return f"the store file {path} cannot be deleted ({exc.strerror or exc})"
+    return f"the store file {path} is still held open by another process"

@@ -20,7 +20,7 @@ from typing import Iterator
 
 from ddpstudio.core import protocol
 from ddpstudio.core.plan import Plan
-from ddpstudio.core.platform import Platform, current
+from ddpstudio.core.platform import SAFE_PATH, Platform, current
 from ddpstudio.core.policy import write_plan
 from ddpstudio.core.launch.commands import console_python
 from ddpstudio.core.process.proctree import CREATE_NEW_PROCESS_GROUP, CREATE_NO_WINDOW
@@ -38,7 +38,7 @@ def launcher_command(plan_path: str | Path, python: str | None = None, module: s
     (a launcher without a console cannot signal on Windows: cpython #112190). ``module``/``extra``:
     another launcher with the same stream and stdin control (the node launcher, core/nodes)."""
     python = python or console_python(sys.executable, current())
-    return [python, "-m", module, str(plan_path), *extra, "--stdin-control"]
+    return [python, SAFE_PATH, "-m", module, str(plan_path), *extra, "--stdin-control"]
 
 
 class Session:
