@@ -78,6 +78,36 @@ def test_the_cli_keeps_args_style_when_a_template_is_given(capsys):
     assert capsys.readouterr().err == ""
 
 
+def test_a_script_written_for_torch_distributed_launch_takes_its_local_rank_option_too():
+    from ddpstudio.core.envstyle import local_rank_option
+
+    launch = read_source(SCRIPTS / "launch_local_rank.py")
+    assert local_rank_option(launch) == "--local_rank"
+    assert style(launch) == ("env", "the script reads RANK from its environment (line 18): it is written for "
+                                    "torchrun, which sets it; it takes --local_rank, which each rank gets as "
+                                    "torch.distributed.launch gave it")
+    both = "import argparse\np = argparse.ArgumentParser()\np.add_argument('--local-rank', '--local_rank', type=int)\n"
+    assert local_rank_option(both) == "--local-rank"  # torch 2's spelling first, where the script takes both
+    assert local_rank_option("import argparse\np = argparse.ArgumentParser()\np.add_argument('--rank')\n") is None
+    assert local_rank_option(read_source(SCRIPT)) is None and local_rank_option("def broken(:\n") is None
+
+
+def test_the_cli_prints_a_warning_once_not_again_as_the_rank_helpers_line():
+    import io
+
+    from ddpstudio.cli.progress import ProgressView
+
+    out = io.StringIO()
+    view = ProgressView(out=out, tty=False)
+    view.feed(protocol.make_event(protocol.RUN_STARTED, run_id="r", world_size=2, backend="gloo", device="cpu",
+                                  store="tcp", run_dir="/r", kind="script", script_style="env"))
+    view.feed(protocol.make_event(protocol.WARNING, rank=0, message=NO_GPU))
+    for line in (f"ddpstudio rank helper: {NO_GPU}", "ddpstudio rank helper: something else", "epoch 0"):
+        view.feed(protocol.make_event(protocol.LOG, rank=0, stream="stderr", line=line))
+    shown = out.getvalue().splitlines()
+    assert shown[-3:] == [f"warning: {NO_GPU}", "ddpstudio rank helper: something else", "epoch 0"]
+
+
 # -- the real run ---------------------------------------------------------------------------------------
 @pytest.mark.slow
 def test_the_tutorial_series_script_trains_as_written_and_resumes_from_its_own_snapshot(studio_home, tmp_path):
@@ -116,3 +146,21 @@ def test_forced_into_args_style_it_fails_at_once_with_the_hint_that_names_the_st
     [hint] = hints_for(done.get("summary"))
     assert hint.key == "dist_args" and "--script-style env" in hint.text
     assert not (tmp_path / "snapshot.pt").exists()
+
+
+@pytest.mark.slow
+def test_a_torch_distributed_launch_script_gets_its_required_local_rank_and_trains(studio_home, tmp_path):
+    res = ddpstudio("run", "--json", "--script", str(SCRIPTS / "launch_local_rank.py"), "--world-size", "2",
+                    cwd=tmp_path)
+    assert res.returncode == 0, res.stderr[-3000:] + res.stdout[-3000:]
+    evs = events(res.stdout)
+    started = of_type(evs, protocol.RUN_STARTED)[0]
+    assert started.get("script_style") == "env"
+    assert ("each rank also gets --local_rank=N (its rank on this machine): the script takes that option, which "
+            "torch.distributed.launch gave it") in started.get("reasons")
+    commands = {e.rank: e.get("command") for e in of_type(evs, protocol.RANK_STARTED)}
+    assert commands[0][-1] == "--local_rank=0" and commands[1][-1] == "--local_rank=1"
+    lines = [e.get("line") for e in of_type(evs, protocol.LOG)]
+    for rank in (0, 1):
+        assert f"rank {rank} local_rank {rank} env LOCAL_RANK {rank}" in lines
+    assert final(evs).get("state") == protocol.FINISHED

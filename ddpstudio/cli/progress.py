@@ -66,6 +66,7 @@ class ProgressView:
         # The script's output lines printed here lately, per rank: a root cause's traceback tail that is
         # among them was on the screen already and is not printed twice (issue 27).
         self.shown: dict[int | None, collections.deque[str]] = {}
+        self.warned: set[str] = set()  # warnings printed: the rank helper's line saying the same is not
         self._batched = False  # inside feed_all: one flush at its end
         self._handlers: dict[str, Any] = {}  # event type -> its _handle_ method (None: ignored)
 
@@ -187,6 +188,8 @@ class ProgressView:
         if stream in ("recipe", "nodes"):
             self._print(line)
         elif stream in SCRIPT_STREAMS and self.kind == "script":
+            if line.startswith(protocol.HELPER_SAYS) and line[len(protocol.HELPER_SAYS):] in self.warned:
+                return  # the rank helper's own line for a warning printed just before (it is in the rank's log)
             if self.show_output == "all":
                 self._print(f"[rank {ev.rank}] {line}")
             elif self.show_output == "0" and ev.rank == 0:
@@ -198,6 +201,7 @@ class ProgressView:
                 shown.append(without_rank_prefix(line).rstrip())
 
     def _handle_warning(self, ev: protocol.Event) -> None:
+        self.warned.add(str(ev.get("message")))
         self._print(f"warning: {ev.get('message')}")
 
     def _handle_run_restarted(self, ev: protocol.Event) -> None:

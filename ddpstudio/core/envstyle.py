@@ -8,7 +8,10 @@ an ``init_method``, which means ``env://`` (torch/distributed/distributed_c10d.p
 be 'env://'"). Started in args style, such a script gets ``--dist-url ...``
 appended and its argparse stops it at once ("unrecognized arguments"). A
 script that declares the args template's own options (the PyTorch examples'
-ImageNet ``--dist-url``) is an args script whatever else it reads.
+ImageNet ``--dist-url``) is an args script whatever else it reads. A script
+written for ``torch.distributed.launch`` declares ``--local-rank`` (or
+``--local_rank``) too, which that launcher gave each rank with the variables:
+in env style each rank gets it as well (:func:`local_rank_option`).
 Read from the AST, never run.
 """
 
@@ -20,6 +23,9 @@ from dataclasses import dataclass
 from ddpstudio.core.scriptargs import declared_options
 from ddpstudio.core.scriptgate import dotted
 
+# torch.distributed.launch's per-rank argument ("--local-rank=N" since torch 2.0, "--local_rank=N" before): scripts
+# written for it (Swin Transformer's main.py: required=True) declare one of these and stop without it.
+LOCAL_RANK_OPTIONS = ("--local-rank", "--local_rank")
 # What torchrun puts in each rank's environment and scripts read (torch/distributed/run.py's docs).
 TORCHRUN_VARIABLES = ("LOCAL_RANK", "RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 ENV_URL = "env://"
@@ -41,6 +47,15 @@ def parses_any(tree: ast.Module, options: tuple[str, ...]) -> str | None:
     """The first of ``options`` the script's argparse declares exactly, or None."""
     declared = {s for option in declared_options(tree).values() for s in option.strings}
     return next((o for o in options if o in declared), None)
+
+
+def local_rank_option(source: str | None) -> str | None:
+    """The script's own ``--local-rank``/``--local_rank`` option as it declares it (argparse), or None."""
+    try:
+        tree = ast.parse(source or "")
+    except (SyntaxError, ValueError):
+        return None
+    return parses_any(tree, LOCAL_RANK_OPTIONS)
 
 
 def env_sign(tree: ast.Module) -> EnvSign | None:

@@ -83,6 +83,9 @@ class ScriptSpec:
     dist_args: str = DEFAULT_DIST_ARGS
     cwd: str | None = None  # working directory of the ranks; None keeps the launcher's
     one_gpu_per_rank: bool = False  # CUDA_VISIBLE_DEVICES: each rank sees only its own GPU, as cuda:0
+    # Env style: the script's own --local-rank/--local_rank option (core/envstyle.py), given "=N" to each
+    # rank as torch.distributed.launch did; None when it declares none. Set by the plan, from the script.
+    local_rank_option: str | None = None
 
 
 AUTO_CHOICES = ("backend", "world_size", "store", "grad_exchange", "workers", "balance")

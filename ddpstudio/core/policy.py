@@ -292,6 +292,16 @@ def build_plan(request: Request, platform: Platform, machine: Machine,
         # A script's init_process_group("nccl") gets Gloo (rank/ncclswap.py): Windows has no NCCL, and a run
         # on the CPU has no GPU for it ("ProcessGroupNCCL is only supported with GPUs, no GPUs found!").
         env[NO_NCCL_ENV] = NO_NCCL_WINDOWS if platform.is_windows else NO_NCCL_NO_GPU
+    script = request.script
+    if style == "env":
+        from ddpstudio.core.envstyle import local_rank_option
+        from ddpstudio.core.scriptstyle import read_source
+
+        option = local_rank_option(read_source(script.path))
+        script = replace(script, local_rank_option=option)
+        if option:
+            reasons.append(f"each rank also gets {option}=N (its rank on this machine): the script takes that "
+                           "option, which torch.distributed.launch gave it")
     interpreter = rank_interpreter(console_python(sys.executable, platform), platform)
     env.update(interpreter.env)
     env.update(request.extra_env)
@@ -322,7 +332,7 @@ def build_plan(request: Request, platform: Platform, machine: Machine,
         device=device, store=str(store.value), init_method=init_method, store_path=store_path,
         store_is_fixed=fixed, master_addr="127.0.0.1", master_port=port, env=env, reasons=reasons,
         rendezvous_timeout=request.rendezvous_timeout, python=interpreter.executable,
-        recipe=recipe, script=request.script, effective_batch=eff, lr=lr,
+        recipe=recipe, script=script, effective_batch=eff, lr=lr,
         grad_exchange=str(exchange.value), grad_compression=str(compression.value),
         rank_helper=request.rank_helper, gpus=gpus.ids if gpus else None,
         max_restarts=request.max_restarts, auto=auto_choices(request),

@@ -47,6 +47,8 @@ LIFELINE_FD_ENV = "DDPSTUDIO_LIFELINE_FD"
 NO_NCCL_ENV = "DDPSTUDIO_NO_NCCL"
 NO_NCCL_WINDOWS = "windows"
 NO_NCCL_NO_GPU = "no-gpu"  # the run is on the CPU: NCCL needs CUDA GPUs
+# How the rank helper's own lines start in a script rank's stderr (rank/script_hooks.py, rank/helper/).
+HELPER_SAYS = "ddpstudio rank helper: "
 # Seconds between a rank's heartbeats (rank/heartbeat.py); set only when the launcher watches for hangs.
 HEARTBEAT_ENV = "DDPSTUDIO_HEARTBEAT_S"
 

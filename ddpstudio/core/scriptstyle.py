@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ddpstudio.core.envstyle import env_sign, parses_any
+from ddpstudio.core.envstyle import LOCAL_RANK_OPTIONS, env_sign, parses_any
 from ddpstudio.core.plan import DEFAULT_DIST_ARGS
 from ddpstudio.core.scriptgate import Gate, dotted, gate
 
@@ -92,7 +92,11 @@ def _env_style(tree: ast.Module | None) -> StyleSuggestion | None:
     if tree is None or parses_any(tree, TEMPLATE_OPTIONS):
         return None
     sign = env_sign(tree)
-    return StyleSuggestion("env", sign.why()) if sign else None
+    if sign is None:
+        return None
+    option = parses_any(tree, LOCAL_RANK_OPTIONS)
+    also = f"; it takes {option}, which each rank gets as torch.distributed.launch gave it" if option else ""
+    return StyleSuggestion("env", sign.why() + also)
 
 
 def _truth_word(value: bool) -> str:

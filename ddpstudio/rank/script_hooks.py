@@ -273,4 +273,4 @@ def _warn_used_map(state: _State, model: Any) -> None:
 
 def _warn(state: _State, message: str) -> None:
     state.emitter.emit(protocol.WARNING, message=message)
-    print(f"ddpstudio rank helper: {message}", file=sys.stderr, flush=True)
+    print(f"{protocol.HELPER_SAYS}{message}", file=sys.stderr, flush=True)

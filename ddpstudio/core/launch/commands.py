@@ -93,6 +93,8 @@ def rank_command(plan: Plan, rank: int, plan_path: str) -> list[str]:
     cmd = [python, "-u", script.path, *script.args]
     if script.style in ("args", "spawn"):
         cmd += dist_args(script.dist_args, plan, rank)
+    elif script.local_rank_option:  # env style, a script written for torch.distributed.launch
+        cmd.append(f"{script.local_rank_option}={local_rank(plan, rank)}")
     return cmd
 
 
