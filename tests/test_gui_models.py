@@ -134,6 +134,9 @@ def test_hints_recognise_the_known_failures():
     assert keys("train.py: error: unrecognized arguments: --dist-url file:///s --dist-backend gloo") == ["dist_args"]
     assert keys("train.py: error: unrecognized arguments: --rank 1") == ["dist_args"]
     assert keys("train.py: error: unrecognized arguments: --epochs 3") == []  # the user's own typo: not ours
+    # multiprocessing/spawn.py's words, wrapped as it wraps them (a worker started while the script was imported)
+    assert keys("RuntimeError: \n        An attempt has been made to start a new process before the\n        current "
+                "process has finished its bootstrapping phase.\n") == ["main_guard"]
     assert low_load_hint(20.0, None).key == "low_gpu_load"
     assert low_load_hint(90.0, 0.5).key == "data_wait"
     assert low_load_hint(90.0, 0.01) is None and low_load_hint(None, None) is None

@@ -65,6 +65,13 @@ _RULES: tuple[tuple[Hint, tuple[str, ...]], ...] = (
           "the script takes."),
      tuple(f"unrecognized arguments: {flag}" for flag in ("--dist-url", "--dist-backend", "--world-size",
                                                           "--rank"))),
+    (Hint("main_guard", "The script runs again in each process it starts",
+          "On Windows a new process (each DataLoader worker, each spawned rank) starts by importing your script "
+          "again, so code at its top level runs again there and tries to start processes of its own. Put the "
+          "training code under if __name__ == \"__main__\": (a main() called from there), or set the "
+          "DataLoader's num_workers=0."),
+     ("has finished its bootstrapping phase", "forgotten to use the proper idiom",  # multiprocessing/spawn.py
+      "while that process was importing your script")),  # rank/script_hooks.py REIMPORTED_MAIN
     (Hint("out_of_memory", "A GPU ran out of memory",
           "Lower the batch size per rank, or split the batch over the ranks instead of scaling it."),
      ("cuda out of memory", "outofmemoryerror")),

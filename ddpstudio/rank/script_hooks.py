@@ -80,6 +80,8 @@ class _State:
     def wrap_init(self, original: Any) -> Any:
         @functools.wraps(original)
         def init_process_group(*args: Any, **kwargs: Any) -> Any:
+            if _importing_main_again():
+                _refuse_reimported_main(self)
             arguments = self._arguments(original, args, kwargs, host_store=True)
             if os.environ.get("RANK") is not None:  # args and env style: the rank is known before the call
                 self._say_swap(os.environ["RANK"] == "0")
@@ -186,6 +188,32 @@ def _beat(dist: ModuleType) -> None:
     except Exception as exc:  # the run goes on; only a hang would go unnamed
         print(f"ddpstudio rank helper: no heartbeat (a stuck rank will not be named): {type(exc).__name__}: {exc}",
               file=sys.stderr, flush=True)
+
+
+# A rank's process that runs the script's top level again while it starts: said as the root cause.
+REIMPORTED_MAIN = (
+    "init_process_group was called again in a process the rank started (a DataLoader worker, or a process of "
+    "the script's own), while that process was importing your script: a process started by spawning (always on "
+    "Windows; elsewhere with multiprocessing_context=\"spawn\") runs the script's top level again. Put the "
+    "training code under if __name__ == \"__main__\": (a main() called from there), or set the DataLoader's "
+    "num_workers=0")
+
+
+def _importing_main_again() -> bool:
+    """Is this process a spawned child still importing the parent's main module (``multiprocessing.spawn``'s
+    ``prepare``, which sets ``_inheriting`` until the child's own target runs; a spawned rank's
+    ``init_process_group`` runs later, in its target)?"""
+    mp = sys.modules.get("multiprocessing.process")
+    try:
+        return mp is not None and bool(getattr(mp.current_process(), "_inheriting", False))
+    except Exception:  # noqa: BLE001 - a private attribute: never let looking at it break the call
+        return False
+
+
+def _refuse_reimported_main(state: _State) -> None:
+    """Instead of a second process group (EADDRINUSE, or a hang in the store): the rank's error, stated."""
+    state.emitter.emit(protocol.ERROR, message=REIMPORTED_MAIN, stated=True, pid=os.getpid())
+    raise RuntimeError(REIMPORTED_MAIN)
 
 
 def _own_store_file(original: Any, arguments: dict[str, Any] | None, args: tuple, kwargs: dict) -> dict[str, Any]:
