@@ -133,6 +133,8 @@ def test_hints_recognise_the_known_failures():
     assert keys("ZeroDivisionError: division by zero") == []
     assert keys("train.py: error: unrecognized arguments: --dist-url file:///s --dist-backend gloo") == ["dist_args"]
     assert keys("train.py: error: unrecognized arguments: --rank 1") == ["dist_args"]
+    assert keys("ValueError: Some specified arguments are not used by the HfArgumentParser: ['--dist-url', "
+                "'file:///s']") == ["dist_args"]
     assert keys("train.py: error: unrecognized arguments: --epochs 3") == []  # the user's own typo: not ours
     # multiprocessing/spawn.py's words, wrapped as it wraps them (a worker started while the script was imported)
     assert keys("RuntimeError: \n        An attempt has been made to start a new process before the\n        current "

@@ -50,6 +50,19 @@ def test_a_process_group_joined_by_env_is_env_style_and_one_joined_otherwise_is_
         assert style(f"import torch.distributed as dist\n{joined_otherwise}\n") is None, joined_otherwise
 
 
+def test_a_script_built_on_a_library_that_reads_torchruns_variables_is_env_style():
+    accelerate = "import argparse\nfrom accelerate import Accelerator\naccelerator = Accelerator()\n"
+    assert style(accelerate) == ("env", "the script imports accelerate (line 2): its distributed set-up reads the "
+                                        "variables torchrun sets")
+    for source in ("import lightning as L\n", "import pytorch_lightning\n", "from transformers import Trainer\n",
+                   "import deepspeed\n", "from lightning.pytorch import Trainer\n"):
+        assert style(source)[0] == "env", source
+    # The script's own reading of a variable is the reason given, whatever it imports before it.
+    both = "import transformers\nimport os\nrank = int(os.environ['LOCAL_RANK'])\n"
+    assert style(both)[1].startswith("the script reads LOCAL_RANK from its environment (line 3)")
+    assert style("from .accelerate import helper\nimport torchvision\n") is None  # a module of its own
+
+
 def test_what_does_not_make_a_script_env_style():
     # It sets the variables itself (written, not read); a plain script; another variable.
     assert style("import os\nos.environ['MASTER_ADDR'] = 'localhost'\n") is None

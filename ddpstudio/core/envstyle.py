@@ -11,7 +11,9 @@ script that declares the args template's own options (the PyTorch examples'
 ImageNet ``--dist-url``) is an args script whatever else it reads. A script
 written for ``torch.distributed.launch`` declares ``--local-rank`` (or
 ``--local_rank``) too, which that launcher gave each rank with the variables:
-in env style each rank gets it as well (:func:`local_rank_option`).
+in env style each rank gets it as well (:func:`local_rank_option`). A script
+built on Accelerate, Lightning, Transformers' Trainer or DeepSpeed leaves
+the set-up to the library, which reads torchrun's variables.
 Read from the AST, never run.
 """
 
@@ -29,6 +31,11 @@ LOCAL_RANK_OPTIONS = ("--local-rank", "--local_rank")
 # What torchrun puts in each rank's environment and scripts read (torch/distributed/run.py's docs).
 TORCHRUN_VARIABLES = ("LOCAL_RANK", "RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 ENV_URL = "env://"
+# Libraries whose distributed set-up takes the world from torchrun's variables (Accelerate's PartialState,
+# Lightning's torchelastic environment, the Trainer's TrainingArguments, deepspeed.init_distributed): a script
+# built on one calls no init_process_group of its own, and its argument parser (HfArgumentParser, a CLI of the
+# library's) refuses the args template's options.
+TORCHRUN_LIBRARIES = ("accelerate", "lightning", "pytorch_lightning", "transformers", "deepspeed")
 
 
 @dataclass(frozen=True)
@@ -59,9 +66,27 @@ def local_rank_option(source: str | None) -> str | None:
 
 
 def env_sign(tree: ast.Module) -> EnvSign | None:
-    """The first place (in line order) where the script reads torchrun's variables or joins by env://."""
+    """The first place (in line order) where the script reads torchrun's variables or joins by env://; else
+    the first import of a library that does that for it."""
     signs = [sign for node in ast.walk(tree) for sign in (_reads_variable(node), _joins_by_env(node)) if sign]
-    return min(signs, key=lambda s: s.line) if signs else None
+    if signs:
+        return min(signs, key=lambda s: s.line)
+    imports = [sign for node in ast.walk(tree) if (sign := _imports_library(node))]
+    return min(imports, key=lambda s: s.line) if imports else None
+
+
+def _imports_library(node: ast.AST) -> EnvSign | None:
+    """``import accelerate``, ``from lightning import Trainer``, ``from transformers import Trainer``..."""
+    if isinstance(node, ast.Import):
+        names = [a.name for a in node.names]
+    elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+        names = [node.module]
+    else:
+        return None
+    found = next((n.split(".")[0] for n in names if n.split(".")[0] in TORCHRUN_LIBRARIES), None)
+    if found is None:
+        return None
+    return EnvSign(f"imports {found}", node.lineno, "its distributed set-up reads the variables torchrun sets")
 
 
 def _reads_variable(node: ast.AST) -> EnvSign | None:

@@ -63,8 +63,8 @@ _RULES: tuple[tuple[Hint, tuple[str, ...]], ...] = (
           "them. A script written for torchrun reads its rank from the environment instead: choose \"My script: "
           "torchrun environment variables\" (--script-style env). Otherwise change the template to the options "
           "the script takes."),
-     tuple(f"unrecognized arguments: {flag}" for flag in ("--dist-url", "--dist-backend", "--world-size",
-                                                          "--rank"))),
+     tuple(f"{said}{flag}" for flag in ("--dist-url", "--dist-backend", "--world-size", "--rank")
+           for said in ("unrecognized arguments: ", "not used by the hfargumentparser: ['"))),  # argparse, HF
     (Hint("main_guard", "The script runs again in each process it starts",
           "On Windows a new process (each DataLoader worker, each spawned rank) starts by importing your script "
           "again, so code at its top level runs again there and tries to start processes of its own. Put the "

@@ -218,8 +218,8 @@ def _refuse_reimported_main(state: _State) -> None:
 
 def _own_store_file(original: Any, arguments: dict[str, Any] | None, args: tuple, kwargs: dict) -> dict[str, Any]:
     """``store_file`` (with ``store_file_mtime`` and ``store_file_bytes``: None and 0 when it does not exist
-    yet) when the call meets on a FileStore (``init_method="file://..."``): the launcher records a path the script's own code names, and
-    says when it was there before the run began (a killed run's leftover: pytorch #55967)."""
+    yet) when the call meets on a FileStore (``init_method="file://..."``): the launcher records a path the
+    script names, and says when it was there before the run began (a killed run's leftover: pytorch #55967)."""
     import inspect
 
     if arguments is None:
