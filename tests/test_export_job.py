@@ -240,6 +240,24 @@ def test_an_args_style_script_gets_each_ranks_arguments_from_torchruns_environme
                                        "--world-size", "4", "--rank", "3"]
 
 
+def test_an_env_style_script_that_takes_local_rank_gets_it_from_torchruns_environment(tmp_path, studio_home):
+    from ddpstudio.core.jobs.job import Shape, cluster_job
+
+    script = tmp_path / "main.py"  # Swin Transformer's main.py declares a required --local_rank
+    script.write_text("import argparse, json, sys\nargparse.ArgumentParser().add_argument('--local_rank', type=int)\n"
+                      "print(json.dumps(sys.argv[1:]))\n")
+    past = _windows_run(studio_home, script=ScriptSpec(path=str(script), args=["--cfg", "swin.yaml"], style="env"))
+    assert past.script.local_rank_option == "--local_rank"  # the plan read it from the script
+    job = cluster_job(past, Shape(nodes=2, procs_per_node=2), "a test")
+    env = {**os.environ, "PATH": VENV_BIN + os.pathsep + os.environ["PATH"], "RANK": "3", "LOCAL_RANK": "1"}
+    done = subprocess.run(["sh", "-c", job.entry[3]], env=env, capture_output=True, text=True, timeout=60)
+    assert json.loads(done.stdout) == ["--cfg", "swin.yaml", "--local_rank=1"]
+    other = tmp_path / "train.py"
+    other.write_text("import json, sys\nprint(json.dumps(sys.argv[1:]))\n")
+    plain = _windows_run(studio_home, script=ScriptSpec(path=str(other), args=["--cfg", "swin.yaml"], style="env"))
+    assert cluster_job(plain, Shape(nodes=2, procs_per_node=2), "a test").entry == [str(other), "--cfg", "swin.yaml"]
+
+
 def test_a_spawn_style_script_is_refused_with_the_reason(tmp_path, studio_home, capsys):
     from ddpstudio.cli.main import main
 

@@ -139,14 +139,18 @@ def _script_entry(plan: Plan, cluster: Plan) -> list[str]:
 
     script = plan.script
     assert script is not None
-    if script.style == "env" or not script.dist_args.strip():
+    # Env style: torchrun's variables only, unless the script takes torch.distributed.launch's --local-rank
+    # (ScriptSpec.local_rank_option), which torchrun does not give: then a shell fills it per rank too.
+    template = (f"{script.local_rank_option}={{local_rank}}" if script.local_rank_option else "") \
+        if script.style == "env" else script.dist_args
+    if not template.strip():
         return [script.path, *script.args]
     marks = {name: f"\0{var}\0" for name, var in _TEMPLATE_VARS.items()}
     try:
         tokens = [t.format(url="env://", backend=cluster.backend, world_size=cluster.world_size, **marks)
-                  for t in cmdline.split(script.dist_args)]
+                  for t in cmdline.split(template)]
     except (KeyError, IndexError, ValueError) as exc:
-        raise JobError(f"the argument template {script.dist_args!r} is not valid ({exc})") from None
+        raise JobError(f"the argument template {template!r} is not valid ({exc})") from None
     line = " ".join(shlex.quote(p) for p in ["python", "-u", script.path, *script.args, *tokens])
     for var in set(_TEMPLATE_VARS.values()):  # inside single quotes: close, expand, reopen
         line = line.replace(f"\0{var}\0", f"'\"${var}\"'")
