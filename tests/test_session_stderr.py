@@ -44,7 +44,10 @@ print(json.dumps({"events": lines, "returncode": session.returncode, "last_words
 def front_end_without_stderr(plan_path: Path, module: str) -> dict:
     unread, fd2 = os.pipe()
     try:
-        proc = subprocess.Popen([sys.executable, "-c", FRONT_END, str(plan_path), module], cwd=REPO,
+        # The launcher starts with -P (no working folder on sys.path): a launcher module of the tests' own
+        # (tests.scripts.crashing_launcher) is found through PYTHONPATH instead.
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)}
+        proc = subprocess.Popen([sys.executable, "-c", FRONT_END, str(plan_path), module], cwd=REPO, env=env,
                                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=fd2, text=True)
     finally:
         os.close(fd2)

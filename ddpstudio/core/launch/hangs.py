@@ -32,6 +32,8 @@ from ddpstudio.core.launch.tail import LineTail
 # What faulthandler writes above each thread's stack ("Thread 0x... (most recent call first):"), both for the
 # SIGUSR1 dump and for dump_traceback on Windows.
 STACK_MARK = b"(most recent call first)"
+# A dump is whole once the log has stopped growing this long after its first thread's header.
+STACK_SETTLE_S = 0.5
 
 
 class HangFailure(RankFailure):
@@ -104,14 +106,19 @@ class RunHangs:
         start = log.stat().st_size if log.exists() else 0
         limit = (self._hangs.interval if self._hangs is not None else 0.0) + 3.0
         deadline = time.monotonic() + limit
+        seen, size, still_since = False, -1, time.monotonic()
         while time.monotonic() < deadline:
             try:
                 with open(log, "rb") as fh:
                     fh.seek(start)
-                    if STACK_MARK in fh.read():
-                        return
+                    written = fh.read()
             except OSError:
-                pass
+                written = b""
+            seen = seen or STACK_MARK in written
+            if len(written) != size:
+                size, still_since = len(written), time.monotonic()
+            elif seen and time.monotonic() - still_since >= STACK_SETTLE_S:
+                return  # the whole dump: every thread, the main one last (a stop must not cut it short)
             time.sleep(0.1)
 
     def _forget_beats(self) -> None:
