@@ -65,6 +65,15 @@ def local_rank_option(source: str | None) -> str | None:
     return parses_any(tree, LOCAL_RANK_OPTIONS)
 
 
+def joins_by_env(source: str | None) -> bool:
+    """Does the script call ``init_process_group`` without an init_method (or with ``"env://"``)?"""
+    try:
+        tree = ast.parse(source or "")
+    except (SyntaxError, ValueError):
+        return False
+    return any(_joins_by_env(node) for node in ast.walk(tree))
+
+
 def env_sign(tree: ast.Module) -> EnvSign | None:
     """The first place (in line order) where the script reads torchrun's variables or joins by env://; else
     the first import of a library that does that for it."""

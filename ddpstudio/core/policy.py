@@ -19,7 +19,7 @@ from typing import Callable, Protocol
 from ddpstudio.core import paths
 from ddpstudio.core.decision import Decision
 from ddpstudio.core.exchange import choice as exchange_choice
-from ddpstudio.core.plan import Plan, RecipeSpec, ScriptSpec
+from ddpstudio.core.plan import DEFAULT_DIST_ARGS, DEFAULT_SPAWN_ARGS, Plan, RecipeSpec, ScriptSpec
 from ddpstudio.core.protocol import NO_NCCL_ENV, NO_NCCL_NO_GPU, NO_NCCL_WINDOWS
 from ddpstudio.core.platform import Platform
 from ddpstudio.core.rendezvous.glooiface import pin
@@ -227,6 +227,7 @@ def build_plan(request: Request, platform: Platform, machine: Machine,
     if (request.recipe is None) == (request.script is None):
         raise PolicyError("choose exactly one thing to train: the built-in recipe or a script", "workload")
     style = request.script.style if request.script else None
+    script, fit_reason, joins_by_env = _script_as_read(request.script)
     backend = choose_backend(platform, machine, request.backend)
     device = "cuda" if backend.value == "nccl" or (machine.cuda_available and machine.gpu_count > 0) else "cpu"
     gpus, world = _gpus_and_world(request, machine, device)
@@ -269,11 +270,13 @@ def build_plan(request: Request, platform: Platform, machine: Machine,
         if safe.note:
             reasons.append(safe.note)
         init_method = file_store_url(store_path, platform)
-        if style == "args" and "env://" in request.script.dist_args:
+        if style == "args" and ("env://" in script.dist_args or joins_by_env):
             port = port or find_free_port()  # the template's env:// ranks meet at MASTER_ADDR:MASTER_PORT
             env.update(libuv_env(platform))
-            reasons.append(f"your --dist-args say env://: every rank gets MASTER_ADDR=127.0.0.1 and "
-                           f"MASTER_PORT={port} (a free port) for it")
+            said = "your --dist-args say env://" if "env://" in script.dist_args else \
+                "the script calls init_process_group without an init_method (env://)"
+            reasons.append(f"{said}: every rank gets MASTER_ADDR=127.0.0.1 and MASTER_PORT={port} (a free port) "
+                           "for it")
     else:
         port = port or find_free_port()
         init_method = "env://" if style == "env" else tcp_init_url("127.0.0.1", port, platform)
@@ -292,16 +295,11 @@ def build_plan(request: Request, platform: Platform, machine: Machine,
         # A script's init_process_group("nccl") gets Gloo (rank/ncclswap.py): Windows has no NCCL, and a run
         # on the CPU has no GPU for it ("ProcessGroupNCCL is only supported with GPUs, no GPUs found!").
         env[NO_NCCL_ENV] = NO_NCCL_WINDOWS if platform.is_windows else NO_NCCL_NO_GPU
-    script = request.script
-    if style == "env":
-        from ddpstudio.core.envstyle import local_rank_option
-        from ddpstudio.core.scriptstyle import read_source
-
-        option = local_rank_option(read_source(script.path))
-        script = replace(script, local_rank_option=option)
-        if option:
-            reasons.append(f"each rank also gets {option}=N (its rank on this machine): the script takes that "
-                           "option, which torch.distributed.launch gave it")
+    if fit_reason:
+        reasons.append(fit_reason)
+    if script is not None and script.local_rank_option:
+        reasons.append(f"each rank also gets {script.local_rank_option}=N (its rank on this machine): the script "
+                       "takes that option, which torch.distributed.launch gave it")
     interpreter = rank_interpreter(console_python(sys.executable, platform), platform)
     env.update(interpreter.env)
     env.update(request.extra_env)
@@ -338,6 +336,26 @@ def build_plan(request: Request, platform: Platform, machine: Machine,
         max_restarts=request.max_restarts, auto=auto_choices(request),
         hang_timeout=request.hang_timeout, on_hang=request.on_hang,
     )
+
+
+def _script_as_read(spec: ScriptSpec | None) -> tuple[ScriptSpec | None, str | None, bool]:
+    """What the script's source decides of its spec (core/argsfit.py, core/envstyle.py): the default args
+    template fitted to the options it declares (with the reason), its torch.distributed.launch option in env
+    style, and whether it joins by env:// itself."""
+    if spec is None:
+        return None, None, False
+    from ddpstudio.core.argsfit import fit_template
+    from ddpstudio.core.envstyle import joins_by_env, local_rank_option
+    from ddpstudio.core.scriptstyle import read_source
+
+    source = read_source(spec.path)
+    why = None
+    if spec.style in ("args", "spawn") and spec.dist_args in (DEFAULT_DIST_ARGS, DEFAULT_SPAWN_ARGS):
+        fitted = fit_template(spec.dist_args, source)
+        spec, why = replace(spec, dist_args=fitted.template), fitted.why
+    if spec.style == "env":
+        spec = replace(spec, local_rank_option=local_rank_option(source))
+    return spec, why, joins_by_env(source)
 
 
 def _gpus_and_world(request: Request, machine: Machine, device: str):

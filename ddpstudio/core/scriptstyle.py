@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ddpstudio.core.argsfit import declares_any
 from ddpstudio.core.envstyle import LOCAL_RANK_OPTIONS, env_sign, parses_any
 from ddpstudio.core.plan import DEFAULT_DIST_ARGS
 from ddpstudio.core.scriptgate import Gate, dotted, gate
@@ -87,9 +88,10 @@ def suggest_style(source: str | None, args: Sequence[str] = ()) -> StyleSuggesti
 
 
 def _env_style(tree: ast.Module | None) -> StyleSuggestion | None:
-    """Env style for a script written for torchrun (core/envstyle.py), unless it parses the args template's
-    options: then args style fits, and is what happens with no suggestion."""
-    if tree is None or parses_any(tree, TEMPLATE_OPTIONS):
+    """Env style for a script written for torchrun (core/envstyle.py), unless it declares one of the args
+    template's options in either spelling: then args style fits (the template follows its spelling:
+    core/argsfit.py), and is what happens with no suggestion."""
+    if tree is None or declares_any(tree, TEMPLATE_OPTIONS):
         return None
     sign = env_sign(tree)
     if sign is None:

@@ -1,0 +1,90 @@
+"""The default args template in the script's own spelling, without the options it does not take.
+
+Args style appends ``--dist-url {url} --dist-backend {backend} --world-size {world_size} --rank {rank}`` (the
+PyTorch examples' ImageNet ``main.py``). argparse takes no spelling for another: a script that declares
+``--world_size`` and ``--rank``, or only ``--rank`` and ``--world-size`` (it makes its own ``tcp://`` URL),
+stopped at once with "unrecognized arguments". When the script's parser is visibly in the file (it declares at
+least one of the template's options, in either spelling, and calls ``parse_args``) the default template follows
+it: each option spelled as the script declares it, the ones it declares in neither spelling left out, and
+said. A template the user wrote is theirs. Read from the AST, never run.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+from ddpstudio.core.scriptargs import declared_options
+from ddpstudio.core.scriptgate import dotted
+
+
+@dataclass(frozen=True)
+class Fitted:
+    """The template to use, and the one-line reason when it is not the one given (None: unchanged)."""
+
+    template: str
+    why: str | None = None
+
+
+def spellings(option: str) -> tuple[str, str]:
+    """``--world-size`` and ``--world_size``, for either."""
+    name = option[2:]
+    return "--" + name.replace("_", "-"), "--" + name.replace("-", "_")
+
+
+def declares_any(tree: ast.Module, options: tuple[str, ...]) -> bool:
+    """Does the script's argparse declare one of ``options`` in either spelling?"""
+    declared = _declared(tree)
+    return any(s in declared for option in options for s in spellings(option))
+
+
+def fit_template(template: str, source: str | None) -> Fitted:
+    """``template`` fitted to the options the script in ``source`` declares (see the module's docstring)."""
+    try:
+        tree = ast.parse(source or "")
+    except (SyntaxError, ValueError):
+        return Fitted(template)
+    tokens = template.split()
+    options = tuple(t for t in tokens if t.startswith("--"))
+    if not options or not declares_any(tree, options) or not _strict_parser_here(tree):
+        return Fitted(template)
+    declared = _declared(tree)
+    kept: list[str] = []
+    renamed, left_out = [], []
+    i = 0
+    while i < len(tokens):
+        token = tokens[i]
+        value = tokens[i + 1:i + 2] if token.startswith("--") and i + 1 < len(tokens) \
+            and not tokens[i + 1].startswith("--") else []
+        if not token.startswith("--"):
+            kept.append(token)
+        else:
+            spelled = next((s for s in (token, *spellings(token)) if s in declared), None)
+            if spelled is None:
+                left_out.append(token)
+            else:
+                if spelled != token:
+                    renamed.append(f"{spelled} for {token}")
+                kept += [spelled, *value]
+        i += 1 + len(value)
+    if not renamed and not left_out:
+        return Fitted(template)
+    fitted = " ".join(kept)
+    said = [f"spelled as the script declares them ({', '.join(renamed)})"] if renamed else []
+    if left_out:
+        said.append(f"without {', '.join(left_out)}, which the script does not take")
+    return Fitted(fitted, f"distributed arguments {fitted or '(none)'}: " + "; ".join(said))
+
+
+def _declared(tree: ast.Module) -> set[str]:
+    return {s for option in declared_options(tree).values() for s in option.strings}
+
+
+def _strict_parser_here(tree: ast.Module) -> bool:
+    """``parse_args()`` and no ``parse_known_args`` (which ignores what it does not know), and no parser built
+    from ``parents=`` (whose options are declared elsewhere)."""
+    calls = [node for node in ast.walk(tree) if isinstance(node, ast.Call)]
+    names = {(dotted(c.func) or "").rpartition(".")[2] for c in calls}
+    parents = any(kw.arg == "parents" for c in calls for kw in c.keywords
+                  if (dotted(c.func) or "").endswith("ArgumentParser"))
+    return "parse_args" in names and "parse_known_args" not in names and not parents
