@@ -50,6 +50,13 @@ def test_the_template_is_left_as_it_is_where_the_script_does_not_show_its_parser
     parents = "import argparse\nbase = make_base()\np = argparse.ArgumentParser(parents=[base])\np.add_argument(" \
               "'--rank')\np.parse_args()\n"
     assert fit_template(DEFAULT_DIST_ARGS, parents) == unchanged  # the rest may be the parent parser's
+    # Options declared from a variable may be the template's (test_clean_e2e.py's job declares --dist-url so):
+    # nothing is left out, and the spelling of what it declares literally still counts.
+    looped = parser("--world-size", "--rank", extra="").replace(
+        "args = ", "for name in ('--dist-url', '--dist-backend'):\n    p.add_argument(name)\nargs = ")
+    assert fit_template(DEFAULT_DIST_ARGS, looped) == unchanged
+    assert fit_template(DEFAULT_DIST_ARGS, looped.replace("'--world-size'", "'--world_size'")).template == (
+        "--dist-url {url} --dist-backend {backend} --world_size {world_size} --rank {rank}")
     assert fit_template(DEFAULT_DIST_ARGS, "def broken(:\n") == unchanged and fit_template(DEFAULT_DIST_ARGS, None) \
         == unchanged
 

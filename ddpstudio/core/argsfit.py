@@ -5,8 +5,8 @@ PyTorch examples' ImageNet ``main.py``). argparse takes no spelling for another:
 ``--world_size`` and ``--rank``, or only ``--rank`` and ``--world-size`` (it makes its own ``tcp://`` URL),
 stopped at once with "unrecognized arguments". When the script's parser is visibly in the file (it declares at
 least one of the template's options, in either spelling, and calls ``parse_args``) the default template follows
-it: each option spelled as the script declares it, the ones it declares in neither spelling left out, and
-said. A template the user wrote is theirs. Read from the AST, never run.
+it: each option spelled as the script declares it, the ones it declares in neither spelling left out (unless
+it declares some options from a variable, which could be them), and said. A template the user wrote is theirs. Read from the AST, never run.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ def fit_template(template: str, source: str | None) -> Fitted:
     options = tuple(t for t in tokens if t.startswith("--"))
     if not options or not declares_any(tree, options) or not _strict_parser_here(tree):
         return Fitted(template)
-    declared = _declared(tree)
+    declared, dynamic = _declared(tree), _declares_by_name(tree)
     kept: list[str] = []
     renamed, left_out = [], []
     i = 0
@@ -60,7 +60,9 @@ def fit_template(template: str, source: str | None) -> Fitted:
             kept.append(token)
         else:
             spelled = next((s for s in (token, *spellings(token)) if s in declared), None)
-            if spelled is None:
+            if spelled is None and dynamic:
+                kept += [token, *value]  # it may be one of the options declared from a variable: kept
+            elif spelled is None:
                 left_out.append(token)
             else:
                 if spelled != token:
@@ -78,6 +80,15 @@ def fit_template(template: str, source: str | None) -> Fitted:
 
 def _declared(tree: ast.Module) -> set[str]:
     return {s for option in declared_options(tree).values() for s in option.strings}
+
+
+def _declares_by_name(tree: ast.Module) -> bool:
+    """Is an option declared from a variable (``for name in ("--dist-url", ...): p.add_argument(name)``)? Then
+    an option the script seems not to take may be one of those."""
+    return any(isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+               and node.func.attr == "add_argument"
+               and any(not (isinstance(a, ast.Constant) and isinstance(a.value, str)) for a in node.args)
+               for node in ast.walk(tree))
 
 
 def _strict_parser_here(tree: ast.Module) -> bool:
