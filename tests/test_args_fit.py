@@ -83,9 +83,17 @@ def test_such_a_script_runs_as_written_in_args_style(studio_home, script, words,
     assert final(evs).get("state") == protocol.FINISHED
 
 
-@pytest.mark.slow
-def test_a_template_the_user_typed_is_kept(studio_home):
-    res = ddpstudio("run", "--json", "--script", str(ENV_JOIN), "--world-size", "2", "--dist-args",
-                    "--world-size {world_size} --rank {rank} --dist-url {url}")
-    done = final(events(res.stdout))
-    assert res.returncode == 1 and "unrecognized arguments: --dist-url" in done.get("summary")
+def test_a_template_the_user_typed_is_kept_and_the_default_one_is_fitted_in_the_plan(studio_home):
+    from ddpstudio.core.gpu import detect_inventory
+    from ddpstudio.core.plan import ScriptSpec
+    from ddpstudio.core.platform import LINUX
+    from ddpstudio.core.policy import Request, build_plan
+
+    typed = "--world-size {world_size} --rank {rank} --dist-url {url}"
+    plan = lambda template: build_plan(Request(script=ScriptSpec(path=str(ENV_JOIN), dist_args=template)),  # noqa
+                                       LINUX, detect_inventory(), interfaces={})
+    kept = plan(typed)
+    assert kept.script.dist_args == typed and not any("distributed arguments" in r for r in kept.reasons)
+    fitted = plan(DEFAULT_DIST_ARGS)
+    assert fitted.script.dist_args == "--world-size {world_size} --rank {rank}"
+    assert fitted.master_port and any("MASTER_PORT=" in r for r in fitted.reasons)  # it joins by env:// itself

@@ -123,7 +123,8 @@ def test_the_cli_prints_a_warning_once_not_again_as_the_rank_helpers_line():
 
 # -- the real run ---------------------------------------------------------------------------------------
 @pytest.mark.slow
-def test_the_tutorial_series_script_trains_as_written_and_resumes_from_its_own_snapshot(studio_home, tmp_path):
+def test_the_tutorial_series_script_trains_as_written_and_saves_its_snapshot_where_it_was_started(studio_home,
+                                                                                                 tmp_path):
     res = ddpstudio("run", "--json", "--script", str(SCRIPT), "--world-size", "2", "--", "2", "1", cwd=tmp_path)
     assert res.returncode == 0, res.stderr[-3000:] + res.stdout[-3000:]
     assert f"script style env: {READS_LOCAL_RANK}" in res.stderr
@@ -135,16 +136,13 @@ def test_the_tutorial_series_script_trains_as_written_and_resumes_from_its_own_s
     assert [w.get("message") for w in of_type(evs, protocol.WARNING)] == [NO_GPU]
     lines = [e.get("line") for e in of_type(evs, protocol.LOG)]
     for rank in (0, 1):
-        assert f"[GPU{rank}] Epoch 1 | Batchsize: 32 | Steps: 4" in " ".join(lines)  # 256 samples over 2 ranks
+        assert any(line.startswith(f"[GPU{rank}] Epoch 1 | Batchsize: 32 | Steps: 4 | loss ") for line in lines)
+    assert "Epoch 1 | Training snapshot saved at snapshot.pt" in lines
     assert final(evs).get("state") == protocol.FINISHED
-    assert (tmp_path / "snapshot.pt").is_file()  # rank 0 saved it where the script was started
+    import torch
 
-    again = ddpstudio("run", "--json", "--script", str(SCRIPT), "--world-size", "2", "--", "3", "1", cwd=tmp_path)
-    assert again.returncode == 0, again.stderr[-3000:] + again.stdout[-3000:]
-    lines = [e.get("line") for e in of_type(events(again.stdout), protocol.LOG)]
-    assert lines.count("Resuming training from snapshot at Epoch 2") == 2  # each rank
-    assert any(line.startswith("[GPU0] Epoch 2 ") for line in lines)
-    assert not any(line.startswith("[GPU0] Epoch 1 ") for line in lines)
+    saved = torch.load(tmp_path / "snapshot.pt")  # rank 0 saved it where the script was started
+    assert saved["EPOCHS_RUN"] == 2 and set(saved["MODEL_STATE"]) == {"weight", "bias"}
 
 
 @pytest.mark.slow

@@ -29,7 +29,7 @@ def test_a_run_started_in_a_folder_with_standard_library_names_trains(studio_hom
                                              encoding="utf-8")
     # The command users type: the installed console script, which (unlike ``python -m``) adds no working folder.
     [command] = [p for p in (Path(sys.executable).with_name(n) for n in ("ddpstudio", "ddpstudio.exe")) if p.is_file()]
-    res = subprocess.run([str(command), "run", "--json", *TINY, "--world-size", "2", "--max-steps", "2"],
+    res = subprocess.run([str(command), "run", "--json", *TINY, "--world-size", "1", "--max-steps", "2"],
                          cwd=tmp_path, capture_output=True, text=True, timeout=240, stdin=subprocess.DEVNULL)
     assert res.returncode == 0, res.stderr[-3000:] + res.stdout[-3000:]
     assert "imported the working folder" not in res.stdout + res.stderr
