@@ -249,3 +249,19 @@ def test_a_killed_launcher_takes_its_ranks_along_and_clean_removes_the_store_it_
     assert stale["path"] == store and stale["reason"].startswith(f"left by run {run_id}"), stale
     assert done["report"]["deleted"] == [store] and done["report"]["left"] == [], done["report"]
     assert not box.unix(store).exists()
+
+
+def test_a_dataloader_worker_that_runs_an_unguarded_script_again_is_the_stated_root_cause(box, home):
+    """Windows' own spawn start method (no multiprocessing_context needed there): the worker imports the script
+    again, its top level calls init_process_group, and the rank helper refuses it (tests/test_main_guard.py)."""
+    from ddpstudio.rank.script_hooks import REIMPORTED_MAIN
+    from tests.studio import SCRIPTS
+
+    script = home + "\\no_main_guard.py"
+    text = (SCRIPTS / "no_main_guard.py").read_text(encoding="utf-8")
+    box.write(script, text.replace(', multiprocessing_context="spawn"', ""))  # as written for Windows
+    proc = box.ddpstudio("run", "--json", "--script", script, "--world-size", "1", "--rendezvous-timeout", "120",
+                         home=home)
+    done = [e for e in map(json.loads, proc.stdout.splitlines()) if e.get("type") == "run_finished"]
+    assert proc.returncode == 1 and done, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert done[0]["summary"] == f"rank 0 failed first (exit code 1): {REIMPORTED_MAIN}"
