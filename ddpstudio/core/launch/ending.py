@@ -67,6 +67,13 @@ class RunEnding:
             except OSError as exc:  # Windows: a process the script left running still has it open
                 to_stderr(f"the store file {self.plan.store_path} was kept: {exc.strerror or exc}; "
                           "the next run's check or 'Clean up' removes it")
+        if self.plan.nodes == 1:
+            for path in self.script_stores:  # the FileStores the script's own code named (records.py): the same
+                try:
+                    Path(path).unlink(missing_ok=True)
+                except OSError as exc:
+                    to_stderr(f"the store file {path}, which the script names, was kept: {exc.strerror or exc}; "
+                              "the script's next run or 'Clean up' removes it")
         self._record_end()
         self.release_claim()
         self._finished = True
