@@ -356,3 +356,15 @@ def test_the_script_is_planned_once_with_the_node_template_and_no_rank_variables
     assert not {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", spawned.CHILD_ENV} & set(env)
     assert env[spawned.LOGS_ENV] == str(RunDir.at(plan.run_dir).logs_dir)
     assert env["PYTHONPATH"].split(os.pathsep)[0].endswith(os.path.join("rank", "helper"))
+
+
+@pytest.mark.slow
+def test_a_spawning_script_that_counts_no_gpus_says_it_started_no_rank_and_why(studio_home):
+    res = ddpstudio("run", "--json", "--script", str(SCRIPTS / "spawn_per_gpu.py"))
+    done = final(events(res.stdout))
+    assert res.returncode == protocol.EXIT_CODES[protocol.NOT_DISTRIBUTED], res.stderr[-3000:]
+    assert done.get("summary") == (
+        "not a distributed script: it started no processes of its own (spawn style), so no rank joined; it counts "
+        "CUDA GPUs to decide how many (torch.cuda.device_count(), line 22), and this machine has none: run it "
+        "where there are CUDA GPUs, or make it start its ranks from a number you give it; all exited 0; the "
+        "ranks printed nothing")

@@ -61,6 +61,29 @@ def judge(ranks: Sequence[RankFacts], world_size: int) -> Verdict:
     return Verdict(FINISHED)
 
 
+def spawned_none(ranks: Sequence[RankFacts], plan) -> Verdict:
+    """A spawn-style script that exited 0 having started no process: said so, and where its code counts CUDA
+    GPUs on a run without any (the DDP tutorial's ``world_size = torch.cuda.device_count()``, then
+    ``mp.spawn(..., nprocs=world_size)``: none on a CPU machine), that is the likely reason, with its line."""
+    import ast
+
+    from ddpstudio.core.scriptgate import dotted
+    from ddpstudio.core.scriptstyle import read_source
+
+    summary = "not a distributed script: it started no processes of its own (spawn style), so no rank joined"
+    try:
+        tree = ast.parse(read_source(plan.script.path) or "")
+    except (SyntaxError, ValueError):
+        tree = ast.Module(body=[], type_ignores=[])
+    line = min((node.lineno for node in ast.walk(tree) if isinstance(node, ast.Call)
+                and (dotted(node.func) or "").endswith("device_count")), default=None)  # code, not a docstring
+    if line is not None and plan.device == "cpu":
+        summary += (f"; it counts CUDA GPUs to decide how many (torch.cuda.device_count(), line {line}), and this "
+                    "machine has none: run it where there are CUDA GPUs, or make it start its ranks from a number "
+                    "you give it")
+    return Verdict(NOT_DISTRIBUTED, _with_last_words(summary + "; all exited 0", ranks), _last_output(ranks))
+
+
 def copies_warning(ranks: Sequence[RankFacts], world_size: int) -> str | None:
     """Every rank trains and none joined a process group: N copies of one model, nothing shared."""
     if world_size < 2 or len(ranks) < world_size:
