@@ -1,8 +1,8 @@
 """A script without ``if __name__ == "__main__":`` whose DataLoader workers start by spawning (Windows' only way).
 
 Each worker imports the script again and runs its top level: its ``init_process_group`` made a second
-process group in the worker (here: "EADDRINUSE" from rank 0's worker, whose TCP store port its own rank
-holds), the worker died, and the root cause read "DataLoader worker (pid(s) ...) exited unexpectedly", with
+process group in the worker (seen with two ranks: "EADDRINUSE" from rank 0's worker, whose TCP store port
+its own rank holds; one rank here, since the worker is what matters), the worker died, and the root cause read "DataLoader worker (pid(s) ...) exited unexpectedly", with
 the busy-port hint pointing at orphaned ranks. The rank helper now refuses that second call and states why
 (rank/script_hooks.py ``REIMPORTED_MAIN``), and the window's hint says what to change.
 """
@@ -20,7 +20,7 @@ from tests.studio import SCRIPTS, ddpstudio, events, final, of_type
 def test_a_worker_that_runs_the_scripts_top_level_again_is_the_stated_root_cause(studio_home):
     from ddpstudio.gui.hints import hints_for
 
-    res = ddpstudio("run", "--json", "--script", str(SCRIPTS / "no_main_guard.py"), "--world-size", "2")
+    res = ddpstudio("run", "--json", "--script", str(SCRIPTS / "no_main_guard.py"), "--world-size", "1")
     done = final(events(res.stdout))
     assert res.returncode == 1 and done.get("state") == protocol.FAILED, res.stderr[-3000:]
     cause = done.get("root_cause")
