@@ -2,8 +2,8 @@
 
 Each worker imports the script again and runs its top level: its ``init_process_group`` made a second
 process group in the worker (seen with two ranks: "EADDRINUSE" from rank 0's worker, whose TCP store port
-its own rank holds; one rank here, since the worker is what matters), the worker died, and the root cause read "DataLoader worker (pid(s) ...) exited unexpectedly", with
-the busy-port hint pointing at orphaned ranks. The rank helper now refuses that second call and states why
+its own rank holds; one rank here, since the worker is what matters), the worker died, and the root cause
+read "DataLoader worker (pid(s) ...) exited unexpectedly", with the busy-port hint pointing at orphaned ranks. The rank helper now refuses that second call and states why
 (rank/script_hooks.py ``REIMPORTED_MAIN``), and the window's hint says what to change.
 """
 
