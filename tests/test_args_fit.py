@@ -13,6 +13,7 @@ import pytest
 from ddpstudio.core import protocol
 from ddpstudio.core.argsfit import Fitted, fit_template
 from ddpstudio.core.plan import DEFAULT_DIST_ARGS, DEFAULT_SPAWN_ARGS
+from ddpstudio.core.scriptargs import parse_script
 from ddpstudio.core.scriptstyle import read_source, suggest_style
 from tests.studio import SCRIPTS, ddpstudio, events, final, of_type
 
@@ -21,43 +22,47 @@ ENV_JOIN = SCRIPTS / "rank_args_env_join.py"
 PARSER = "import argparse\np = argparse.ArgumentParser()\n{options}args = p.{parse}()\n"
 
 
+def fit(template: str, source: str | None) -> Fitted:
+    return fit_template(template, parse_script(source))
+
+
 def parser(*options: str, parse: str = "parse_args", extra: str = "") -> str:
     return PARSER.format(options="".join(f"p.add_argument({o!r})\n" for o in options), parse=parse) + extra
 
 
 def test_the_default_template_takes_the_scripts_spelling_and_leaves_out_what_it_does_not_take():
-    assert fit_template(DEFAULT_DIST_ARGS, read_source(UNDERSCORES)) == Fitted(
+    assert fit(DEFAULT_DIST_ARGS, read_source(UNDERSCORES)) == Fitted(
         "--dist_url {url} --dist_backend {backend} --world_size {world_size} --rank {rank}",
         "distributed arguments --dist_url {url} --dist_backend {backend} --world_size {world_size} --rank {rank}: "
         "spelled as the script declares them (--dist_url for --dist-url, --dist_backend for --dist-backend, "
         "--world_size for --world-size)")
-    assert fit_template(DEFAULT_SPAWN_ARGS, read_source(UNDERSCORES)).template == (
+    assert fit(DEFAULT_SPAWN_ARGS, read_source(UNDERSCORES)).template == (
         "--dist_url {url} --dist_backend {backend} --world_size 1 --rank 0")
-    assert fit_template(DEFAULT_DIST_ARGS, read_source(ENV_JOIN)) == Fitted(
+    assert fit(DEFAULT_DIST_ARGS, read_source(ENV_JOIN)) == Fitted(
         "--world-size {world_size} --rank {rank}",
         "distributed arguments --world-size {world_size} --rank {rank}: without --dist-url, --dist-backend, which "
         "the script does not take")
-    both = fit_template(DEFAULT_DIST_ARGS, parser("--world_size", "--rank"))
+    both = fit(DEFAULT_DIST_ARGS, parser("--world_size", "--rank"))
     assert both.template == "--world_size {world_size} --rank {rank}" and "spelled as" in both.why \
         and "without --dist-url, --dist-backend" in both.why
 
 
 def test_the_template_is_left_as_it_is_where_the_script_does_not_show_its_parser():
     unchanged = Fitted(DEFAULT_DIST_ARGS)
-    assert fit_template(DEFAULT_DIST_ARGS, read_source(SCRIPTS / "imagenet_like.py")) == unchanged  # takes all four
-    assert fit_template(DEFAULT_DIST_ARGS, parser("--epochs")) == unchanged  # none of them here: declared elsewhere?
-    assert fit_template(DEFAULT_DIST_ARGS, parser("--rank", parse="parse_known_args")) == unchanged  # ignores extras
+    assert fit(DEFAULT_DIST_ARGS, read_source(SCRIPTS / "imagenet_like.py")) == unchanged  # takes all four
+    assert fit(DEFAULT_DIST_ARGS, parser("--epochs")) == unchanged  # none of them here: declared elsewhere?
+    assert fit(DEFAULT_DIST_ARGS, parser("--rank", parse="parse_known_args")) == unchanged  # ignores extras
     parents = "import argparse\nbase = make_base()\np = argparse.ArgumentParser(parents=[base])\np.add_argument(" \
               "'--rank')\np.parse_args()\n"
-    assert fit_template(DEFAULT_DIST_ARGS, parents) == unchanged  # the rest may be the parent parser's
+    assert fit(DEFAULT_DIST_ARGS, parents) == unchanged  # the rest may be the parent parser's
     # Options declared from a variable may be the template's (test_clean_e2e.py's job declares --dist-url so):
     # nothing is left out, and the spelling of what it declares literally still counts.
     looped = parser("--world-size", "--rank", extra="").replace(
         "args = ", "for name in ('--dist-url', '--dist-backend'):\n    p.add_argument(name)\nargs = ")
-    assert fit_template(DEFAULT_DIST_ARGS, looped) == unchanged
-    assert fit_template(DEFAULT_DIST_ARGS, looped.replace("'--world-size'", "'--world_size'")).template == (
+    assert fit(DEFAULT_DIST_ARGS, looped) == unchanged
+    assert fit(DEFAULT_DIST_ARGS, looped.replace("'--world-size'", "'--world_size'")).template == (
         "--dist-url {url} --dist-backend {backend} --world_size {world_size} --rank {rank}")
-    assert fit_template(DEFAULT_DIST_ARGS, "def broken(:\n") == unchanged and fit_template(DEFAULT_DIST_ARGS, None) \
+    assert fit(DEFAULT_DIST_ARGS, "def broken(:\n") == unchanged and fit_template(DEFAULT_DIST_ARGS, None) \
         == unchanged
 
 

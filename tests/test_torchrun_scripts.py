@@ -92,7 +92,11 @@ def test_the_cli_keeps_args_style_when_a_template_is_given(capsys):
 
 
 def test_a_script_written_for_torch_distributed_launch_takes_its_local_rank_option_too():
-    from ddpstudio.core.envstyle import local_rank_option
+    from ddpstudio.core import envstyle
+    from ddpstudio.core.scriptargs import parse_script
+
+    def local_rank_option(source):
+        return envstyle.local_rank_option(parse_script(source))
 
     launch = read_source(SCRIPTS / "launch_local_rank.py")
     assert local_rank_option(launch) == "--local_rank"

@@ -14,7 +14,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from ddpstudio.core.scriptargs import declared_options
+from ddpstudio.core.scriptargs import declared_strings
 from ddpstudio.core.scriptgate import dotted
 
 
@@ -34,21 +34,18 @@ def spellings(option: str) -> tuple[str, str]:
 
 def declares_any(tree: ast.Module, options: tuple[str, ...]) -> bool:
     """Does the script's argparse declare one of ``options`` in either spelling?"""
-    declared = _declared(tree)
+    declared = declared_strings(tree)
     return any(s in declared for option in options for s in spellings(option))
 
 
-def fit_template(template: str, source: str | None) -> Fitted:
-    """``template`` fitted to the options the script in ``source`` declares (see the module's docstring)."""
-    try:
-        tree = ast.parse(source or "")
-    except (SyntaxError, ValueError):
-        return Fitted(template)
+def fit_template(template: str, tree: ast.Module | None) -> Fitted:
+    """``template`` fitted to the options the script whose syntax ``tree`` is declares (see the module's
+    docstring); unchanged for a script that does not parse (None)."""
     tokens = template.split()
     options = tuple(t for t in tokens if t.startswith("--"))
-    if not options or not declares_any(tree, options) or not _strict_parser_here(tree):
+    if tree is None or not options or not declares_any(tree, options) or not _strict_parser_here(tree):
         return Fitted(template)
-    declared, dynamic = _declared(tree), _declares_by_name(tree)
+    declared, dynamic = declared_strings(tree), _declares_by_name(tree)
     kept: list[str] = []
     renamed, left_out = [], []
     i = 0
@@ -76,10 +73,6 @@ def fit_template(template: str, source: str | None) -> Fitted:
     if left_out:
         said.append(f"without {', '.join(left_out)}, which the script does not take")
     return Fitted(fitted, f"distributed arguments {fitted or '(none)'}: " + "; ".join(said))
-
-
-def _declared(tree: ast.Module) -> set[str]:
-    return {s for option in declared_options(tree).values() for s in option.strings}
 
 
 def _declares_by_name(tree: ast.Module) -> bool:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from ddpstudio.core.scriptargs import declared_options
+from ddpstudio.core.scriptargs import declared_strings
 from ddpstudio.core.scriptgate import dotted
 
 # torch.distributed.launch's per-rank argument ("--local-rank=N" since torch 2.0, "--local_rank=N" before): scripts
@@ -52,26 +52,18 @@ class EnvSign:
 
 def parses_any(tree: ast.Module, options: tuple[str, ...]) -> str | None:
     """The first of ``options`` the script's argparse declares exactly, or None."""
-    declared = {s for option in declared_options(tree).values() for s in option.strings}
+    declared = declared_strings(tree)
     return next((o for o in options if o in declared), None)
 
 
-def local_rank_option(source: str | None) -> str | None:
+def local_rank_option(tree: ast.Module | None) -> str | None:
     """The script's own ``--local-rank``/``--local_rank`` option as it declares it (argparse), or None."""
-    try:
-        tree = ast.parse(source or "")
-    except (SyntaxError, ValueError):
-        return None
-    return parses_any(tree, LOCAL_RANK_OPTIONS)
+    return parses_any(tree, LOCAL_RANK_OPTIONS) if tree is not None else None
 
 
-def joins_by_env(source: str | None) -> bool:
+def joins_by_env(tree: ast.Module | None) -> bool:
     """Does the script call ``init_process_group`` without an init_method (or with ``"env://"``)?"""
-    try:
-        tree = ast.parse(source or "")
-    except (SyntaxError, ValueError):
-        return False
-    return any(_joins_by_env(node) for node in ast.walk(tree))
+    return tree is not None and any(_joins_by_env(node) for node in ast.walk(tree))
 
 
 def env_sign(tree: ast.Module) -> EnvSign | None:

@@ -346,16 +346,17 @@ def _script_as_read(spec: ScriptSpec | None) -> tuple[ScriptSpec | None, str | N
         return None, None, False
     from ddpstudio.core.argsfit import fit_template
     from ddpstudio.core.envstyle import joins_by_env, local_rank_option
+    from ddpstudio.core.scriptargs import parse_script
     from ddpstudio.core.scriptstyle import read_source
 
-    source = read_source(spec.path)
+    tree = parse_script(read_source(spec.path))  # once, for all three readings
     why = None
     if spec.style in ("args", "spawn") and spec.dist_args in (DEFAULT_DIST_ARGS, DEFAULT_SPAWN_ARGS):
-        fitted = fit_template(spec.dist_args, source)
+        fitted = fit_template(spec.dist_args, tree)
         spec, why = replace(spec, dist_args=fitted.template), fitted.why
     if spec.style == "env":
-        spec = replace(spec, local_rank_option=local_rank_option(source))
-    return spec, why, joins_by_env(source)
+        spec = replace(spec, local_rank_option=local_rank_option(tree))
+    return spec, why, joins_by_env(tree)
 
 
 def _gpus_and_world(request: Request, machine: Machine, device: str):

@@ -70,6 +70,19 @@ def declared_options(tree: ast.AST) -> dict[str, Option]:
     return options
 
 
+def parse_script(source: str | None) -> ast.Module | None:
+    """A script's syntax tree, or None when it does not parse (another Python's syntax, a NUL byte)."""
+    try:
+        return ast.parse(source or "")
+    except (SyntaxError, ValueError):
+        return None
+
+
+def declared_strings(tree: ast.AST) -> set[str]:
+    """Every option string the script's argparse declares (``--world-size``, ``-w``...)."""
+    return {s for option in declared_options(tree).values() for s in option.strings}
+
+
 def option_values(options: dict[str, Option], args: Sequence[str],
                   supplied: Collection[str] = ()) -> dict[str, OptionValue]:
     """Each option's value as argparse would give it for ``args``; ``supplied`` options (the launcher's

@@ -24,6 +24,7 @@ from pathlib import Path
 from ddpstudio.core.argsfit import declares_any
 from ddpstudio.core.envstyle import LOCAL_RANK_OPTIONS, env_sign, parses_any
 from ddpstudio.core.plan import DEFAULT_DIST_ARGS
+from ddpstudio.core.scriptargs import parse_script
 from ddpstudio.core.scriptgate import Gate, dotted, gate
 
 SPAWN_FLAG = "--multiprocessing-distributed"
@@ -66,7 +67,7 @@ def suggest_style(source: str | None, args: Sequence[str] = ()) -> StyleSuggesti
     if any(a == SPAWN_FLAG or a.startswith(SPAWN_FLAG + "=") for a in args):
         return StyleSuggestion("spawn", f"its arguments contain {SPAWN_FLAG}: the script starts one process "
                                         "per GPU itself")
-    tree = _parse(source or "")
+    tree = parse_script(source)
     calls = spawn_calls(source or "", tree)
     if not calls:
         return _env_style(tree)
@@ -113,7 +114,7 @@ def _reading(found: Gate, lead: str, end: str) -> str:
 
 def spawn_call(source: str) -> tuple[str, int] | None:
     """The first ``mp.spawn(...)``-like call in ``source`` (its dotted name and line), code only."""
-    calls = spawn_calls(source, _parse(source))
+    calls = spawn_calls(source, parse_script(source))
     return (calls[0].name, calls[0].line) if calls else None
 
 
@@ -148,13 +149,6 @@ def _spawn_names(tree: ast.Module) -> tuple[set[str], set[str]]:
                 elif node.module in SPAWN_MODULES and a.name in SPAWN_FUNCTIONS:
                     functions.add(a.asname or a.name)
     return modules, functions
-
-
-def _parse(source: str) -> ast.Module | None:
-    try:
-        return ast.parse(source)
-    except (SyntaxError, ValueError):
-        return None
 
 
 def read_source(path: str | Path) -> str | None:

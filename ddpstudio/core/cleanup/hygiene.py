@@ -320,21 +320,31 @@ def prelaunch_check(store_path: str, platform: Platform | None = None, *, _stopp
     stale = [s for s in found.stale_stores if norm(s.path) == key]
     if not stale:
         return PrelaunchResult(False, [], _not_ours_message(store_path, platform))
+    return _remove_leftover(store_path, stale, [o for o in found.orphans if norm(o.path or "") == key], found,
+                            platform)
+
+
+def _remove_leftover(path: str, stale: list[StaleStore], orphans: list[ProcessInfo], found: Findings,
+                     platform: Platform, named: str = "") -> PrelaunchResult:
+    """Our leftover store at ``path`` removed before a launch, its ``orphans`` stopped first; refused, with
+    why, while a program we did not start holds it or when it cannot be removed. ``named``: how the path
+    came to be used (", which this script names,")."""
+    key = norm(path)
     foreign = [p for p in found.foreign if norm(p.path or "") == key]
     if foreign:
         who = ", ".join(f"{p.describe()}: {_short(p.cmdline, 80)}" for p in foreign)
-        return PrelaunchResult(False, [], f"the store file {store_path} was {stale[0].reason}, but a program DDP "
+        return PrelaunchResult(False, [], f"the store file {path}{named} was {stale[0].reason}, but a program DDP "
                                           f"Studio did not start has it open ({who}). Close that program, or run "
                                           "'ddpstudio clean --include-foreign' to stop it.")
-    mine = Findings(stale_stores=stale, orphans=[o for o in found.orphans if norm(o.path or "") == key],
+    mine = Findings(stale_stores=stale, orphans=orphans,
                     lock_holders=[h for h in found.lock_holders if norm(h.path or "") == key])
     report = clean(mine, platform=platform)
-    if os.path.lexists(store_path):
+    if os.path.lexists(path):
         why = "; ".join(f"{what}: {reason}" for what, reason in report.left) or "it came back"
-        return PrelaunchResult(False, report.deleted, f"the store file {store_path} is a leftover of an earlier run "
-                                                      f"but could not be removed ({why}). Run 'ddpstudio clean' "
-                                                      "to see what holds it.", report.killed)
-    message = f"removed the leftover store file {store_path} ({stale[0].reason})"
+        return PrelaunchResult(False, report.deleted, f"the store file {path}{named} is a leftover of an earlier "
+                                                      f"run but could not be removed ({why}). Run 'ddpstudio "
+                                                      "clean' to see what holds it.", report.killed)
+    message = f"removed the leftover store file {path}{named.rstrip(',')} ({stale[0].reason})"
     if report.killed:
         message += "; first stopped its orphaned processes (pid " + ", ".join(str(p.pid) for p in report.killed) + ")"
     return PrelaunchResult(True, report.deleted, message, report.killed)
@@ -370,27 +380,13 @@ def prelaunch_script_stores(script: str, platform: Platform | None = None) -> Pr
         stale = [st for st in found.stale_stores if norm(st.path) == k]
         if not stale:
             continue  # gone, or another program's file now
-        foreign = [p for p in found.foreign if norm(p.path or "") == k]
-        if foreign:
-            who = ", ".join(f"{p.describe()}: {_short(p.cmdline, 80)}" for p in foreign)
-            return PrelaunchResult(False, result.cleaned, f"the store file {path}, which this script names, "
-                                   f"was {stale[0].reason}, but a program DDP Studio did not start has it "
-                                   f"open ({who}). Close that program, or run 'ddpstudio clean --include-foreign' "
-                                   "to stop it.", result.killed)
-        mine = Findings(stale_stores=stale, orphans=[o for o in found.orphans if o.run_id in used[k]],
-                        lock_holders=[h for h in found.lock_holders if norm(h.path or "") == k])
-        report = clean(mine, platform=platform)
-        result.cleaned += report.deleted
-        result.killed += report.killed
-        if os.path.lexists(path):
-            why = "; ".join(f"{what}: {reason}" for what, reason in report.left) or "it came back"
-            return PrelaunchResult(False, result.cleaned, f"the store file {path}, which this script names, "
-                                   f"is a leftover of an earlier run but could not be removed ({why}). Run "
-                                   "'ddpstudio clean' to see what holds it.", result.killed)
-        stopped = (f"; first stopped its orphaned processes (pid {', '.join(str(p.pid) for p in report.killed)})"
-                   if report.killed else "")
-        said.append(f"removed the leftover store file {path}, which this script names "
-                    f"({stale[0].reason}){stopped}")
+        removed = _remove_leftover(path, stale, [o for o in found.orphans if o.run_id in used[k]], found, platform,
+                                   ", which this script names,")
+        result.cleaned += removed.cleaned
+        result.killed += removed.killed
+        if not removed.ok:
+            return PrelaunchResult(False, result.cleaned, removed.message, result.killed)
+        said.append(removed.message)
     result.message = "; ".join(said)
     return result
 

@@ -56,26 +56,7 @@ class RunEnding:
         if verdict is not None and verdict.last_output:
             result["last_output"] = verdict.last_output
         self.run.write_json(self.run.result, result)
-        if self.plan.store_path and (not self.plan.store_is_fixed or self.plan.nodes == 1):
-            # Once every rank is gone the file is only a hazard: the next run on its path reads this one's
-            # addresses. A fresh store is ours alone; a fixed one is ours while we hold its claim (released
-            # below). FileStore deletes it itself only when every rank's store object is destroyed, which
-            # a killed rank, a script ending in os._exit, or two ranks ending together can prevent (its
-            # destructor's two counters, torch/csrc/distributed/c10d/FileStore.cpp ~FileStore, can
-            # interleave so that neither rank sees both reach the end: 1 finished run in about 20 here).
-            # Several machines share a fixed store file: theirs may still be ending, so it stays.
-            try:
-                Path(self.plan.store_path).unlink(missing_ok=True)
-            except OSError as exc:  # Windows: a process the script left running still has it open
-                to_stderr(f"the store file {self.plan.store_path} was kept: {exc.strerror or exc}; "
-                          "the next run's check or 'Clean up' removes it")
-        if self.plan.nodes == 1:
-            for path in self.script_stores:  # the FileStores the script's own code named (records.py): the same
-                try:
-                    Path(path).unlink(missing_ok=True)
-                except OSError as exc:
-                    to_stderr(f"the store file {path}, which the script names, was kept: {exc.strerror or exc}; "
-                              "the script's next run or 'Clean up' removes it")
+        self._delete_stores()
         self._record_end()
         self.release_claim()
         self._finished = True
@@ -89,6 +70,27 @@ class RunEnding:
         if self._merged is not None:
             self._merged.close()
         return self.state
+
+
+    def _delete_stores(self) -> None:
+        """Once every rank is gone a store file is only a hazard: the next run on its path reads this one's
+        addresses. A fresh store is ours alone; a fixed one is ours while we hold its claim (released after
+        this); so are the FileStores the script's own code named (records.py). FileStore deletes its file
+        itself only when every rank's store object is destroyed, which a killed rank, a script ending in
+        os._exit, or two ranks ending together can prevent (its destructor's two counters,
+        torch/csrc/distributed/c10d/FileStore.cpp ~FileStore, can interleave so that neither rank sees both
+        reach the end: 1 finished run in about 20 here). Several machines share a fixed store file, and a
+        script's own path: theirs may still be ending, so those stay."""
+        own = self.plan.store_path and (not self.plan.store_is_fixed or self.plan.nodes == 1)
+        paths = ([(self.plan.store_path, "", "the next run's check")] if own else []) + (
+            [(path, ", which the script names,", "the script's next run") for path in self.script_stores]
+            if self.plan.nodes == 1 else [])
+        for path, named, next_check in paths:
+            try:
+                Path(path).unlink(missing_ok=True)
+            except OSError as exc:  # Windows: a process the script left running still has it open
+                to_stderr(f"the store file {path}{named} was kept: {exc.strerror or exc}; "
+                          f"{next_check} or 'Clean up' removes it")
 
     def crashed(self, exc: BaseException) -> RunState:
         """The launcher's own code failed: kill every rank, and still end the stream with one run_finished."""

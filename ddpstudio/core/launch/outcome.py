@@ -67,14 +67,12 @@ def spawned_none(ranks: Sequence[RankFacts], plan) -> Verdict:
     ``mp.spawn(..., nprocs=world_size)``: none on a CPU machine), that is the likely reason, with its line."""
     import ast
 
+    from ddpstudio.core.scriptargs import parse_script
     from ddpstudio.core.scriptgate import dotted
     from ddpstudio.core.scriptstyle import read_source
 
     summary = "not a distributed script: it started no processes of its own (spawn style), so no rank joined"
-    try:
-        tree = ast.parse(read_source(plan.script.path) or "")
-    except (SyntaxError, ValueError):
-        tree = ast.Module(body=[], type_ignores=[])
+    tree = parse_script(read_source(plan.script.path)) or ast.Module(body=[], type_ignores=[])
     line = min((node.lineno for node in ast.walk(tree) if isinstance(node, ast.Call)
                 and (dotted(node.func) or "").endswith("device_count")), default=None)  # code, not a docstring
     if line is not None and plan.device == "cpu":
