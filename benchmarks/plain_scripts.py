@@ -21,6 +21,12 @@ launch always goes first on a shared machine. Every kind is measured the same wa
 one markdown table per run: per script and kind, the median steps/s, its
 spread (min-max) and the ratio to torchrun (median of the per-round ratios,
 with their spread), and the 1-minute load average during the launches.
+
+A launch whose rank 0 wrote its rate and then exited non-zero is counted, not
+fatal: torch 2.14's Gloo can abort a process at exit, after its last
+collective (pytorch PR #179291), under torchrun as under ``ddpstudio run``.
+The rate was measured before that exit, and the table says how many launches
+of each kind ended so. A launch with no rate file is fatal, as before.
 """
 
 from __future__ import annotations
@@ -69,6 +75,7 @@ class Result:
     script: str
     rates: dict[Launch, list[float]] = field(default_factory=dict)
     loads: list[float] = field(default_factory=list)
+    crashed_at_exit: dict[Launch, int] = field(default_factory=dict)  # rate written, then a non-zero exit
 
 
 def command(kind: str, script: Path, script_args: list[str], world_size: int, port: int) -> list[str]:
@@ -83,8 +90,9 @@ def command(kind: str, script: Path, script_args: list[str], world_size: int, po
 
 
 def launch(how: Launch, script: Path, script_args: list[str], args: argparse.Namespace, work: Path,
-           n: int) -> tuple[float, float]:
-    """One launch to its end: (rank 0's steps/s as the script measured it, mean 1-minute load meanwhile)."""
+           n: int) -> tuple[float, float, int]:
+    """One launch to its end: (rank 0's steps/s as the script measured it, mean 1-minute load meanwhile,
+    the exit code: non-zero only where the rate was written first)."""
     from ddpstudio.core.rendezvous.ports import find_free_port
 
     kind = how.kind
@@ -106,9 +114,10 @@ def launch(how: Launch, script: Path, script_args: list[str], args: argparse.Nam
                 proc.wait()
                 raise RuntimeError(f"{kind} on {script.name} did not finish within {args.timeout:.0f} s; see {log}")
             time.sleep(0.5)
-    if proc.returncode != 0 or not rate_file.exists():
+    if not rate_file.exists():
         raise RuntimeError(f"{kind} on {script.name} failed (exit {proc.returncode}); see {log}")
-    return json.loads(rate_file.read_text(encoding="utf-8"))["steps_per_s"], statistics.mean(loads or [0.0])
+    rate = json.loads(rate_file.read_text(encoding="utf-8"))["steps_per_s"]
+    return rate, statistics.mean(loads or [0.0]), proc.returncode
 
 
 def launches(sources: list[Path]) -> list[Launch]:
@@ -117,24 +126,26 @@ def launches(sources: list[Path]) -> list[Launch]:
 
 
 def measure(names: list[str], hows: list[Launch], args: argparse.Namespace, work: Path) -> list[Result]:
-    results = [Result(name, {how: [] for how in hows}) for name in names]
+    results = [Result(name, {how: [] for how in hows}, crashed_at_exit={how: 0 for how in hows}) for name in names]
     for r in range(args.rounds):
         order = hows[r % len(hows):] + hows[:r % len(hows)]  # rotate: no launch always goes first
         for result in results:
             for how in order:
                 script = PLAIN / f"{result.script}.py"
-                rate, load = launch(how, script, SCRIPT_ARGS[result.script], args, work, r)
+                rate, load, code = launch(how, script, SCRIPT_ARGS[result.script], args, work, r)
                 result.rates[how].append(rate)
                 result.loads.append(load)
+                result.crashed_at_exit[how] += code != 0
+                ended = f", then exit {code}" if code != 0 else ""
                 print(f"[{r + 1}/{args.rounds}] {result.script} {how.label(True)}: {rate:.2f} steps/s "
-                      f"(load {load:.1f})", file=sys.stderr, flush=True)
+                      f"(load {load:.1f}{ended})", file=sys.stderr, flush=True)
     return results
 
 
 def table(results: list[Result], named: bool) -> str:
     """One markdown table: per script and launch, median steps/s (min-max) and the ratio to torchrun."""
-    rows = ["| script | launched by | steps/s, median (min-max) | ratio to torchrun, median (min-max) | load |",
-            "|---|---|---|---|---|"]
+    rows = ["| script | launched by | steps/s, median (min-max) | ratio to torchrun, median (min-max) | load "
+            "| non-zero exits after the rate |", "|---|---|---|---|---|---|"]
     for res in results:
         base = res.rates[Launch("torchrun")]
         load = f"{min(res.loads):.1f}-{max(res.loads):.1f}"
@@ -143,7 +154,7 @@ def table(results: list[Result], named: bool) -> str:
             ratio = ("1" if how.kind == "torchrun" else
                      f"**{statistics.median(ratios):.3f}** ({min(ratios):.3f}-{max(ratios):.3f})")
             rows.append(f"| {res.script} | {how.label(named)} | {statistics.median(got):.2f} "
-                        f"({min(got):.2f}-{max(got):.2f}) | {ratio} | {load} |")
+                        f"({min(got):.2f}-{max(got):.2f}) | {ratio} | {load} | {res.crashed_at_exit[how]} |")
     return "\n".join(rows)
 
 
