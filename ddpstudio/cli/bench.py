@@ -100,6 +100,9 @@ def main(args: argparse.Namespace) -> int:
     from ddpstudio.core.policy import PolicyError
     from ddpstudio.core.validate import check_request
 
+    module_problem = run_cli.module_as_script(args)
+    if module_problem:
+        return run_cli.fail(module_problem)
     if args.script_args and not args.script:
         return run_cli.fail(f"unexpected arguments {' '.join(args.script_args)!r}; script arguments need --script")
     try:

@@ -61,10 +61,13 @@ def source_plan(source: list[str], platform=None):
         raise JobError("say what to export: a run id, a run folder, or 'run' with 'ddpstudio run' options")
     if source[0] == "run":
         from ddpstudio.cli.main import _parser
-        from ddpstudio.cli.run import plan_or_problems
+        from ddpstudio.cli.run import module_as_script, plan_or_problems
         from ddpstudio.core.platform import current
 
         run_args = _parser().parse_args(source)
+        module_problem = module_as_script(run_args)
+        if module_problem:
+            raise JobError(module_problem)
         # The data, the script and free ports belong to the cluster, not this machine; so do the cores and
         # memory that bound the ranks and DataLoader workers (core/capacity.py): no bound of this machine's.
         run_args.oversubscribe = True

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 
@@ -31,6 +32,11 @@ def add_parser(sub) -> None:
     what.add_argument("--dataset", choices=("synthetic", "folder", "cifar10"),
                       help="data source (default: synthetic, or guessed from --data)")
     what.add_argument("--script", metavar="PATH", help="run your own training script instead")
+    what.add_argument("--module", metavar="NAME",
+                      help="run your own script as a module of its package, as python -m NAME and torchrun -m "
+                           "do: found from the working folder (mypkg.train is mypkg/train.py there). A --script "
+                           "that imports relatively or imports its own package runs so by itself; the plan "
+                           "says so")
     what.add_argument("--script-style", choices=("args", "env", "spawn"),
                       help="args: started once per rank, distributed settings appended as arguments (PyTorch "
                            "examples style); env: torchrun's environment variables; spawn: started once, the "
@@ -151,7 +157,7 @@ def build_request(args: argparse.Namespace):
         template = args.dist_args if args.dist_args is not None else (
             DEFAULT_SPAWN_ARGS if style == "spawn" else DEFAULT_DIST_ARGS)  # "" is a template too: nothing added
         request.script = ScriptSpec(path=args.script, args=list(args.script_args), style=style, dist_args=template,
-                                    one_gpu_per_rank=args.one_gpu_per_rank)
+                                    one_gpu_per_rank=args.one_gpu_per_rank, module=getattr(args, "module", None))
         return request
     # Options left out are None (so that cli/runconflicts.py sees what was typed): RecipeSpec's defaults.
     dataset = args.dataset or ("synthetic" if args.data is None else _guess_dataset(args.data))
@@ -165,6 +171,24 @@ def build_request(args: argparse.Namespace):
         resume=args.resume, eval_every=args.eval_every,
         **{name: value for name, value in typed.items() if value is not None})
     return request
+
+
+def module_as_script(args: argparse.Namespace) -> str | None:
+    """``--module NAME``: ``args.script`` becomes the file it names in the working folder (the rest of the
+    command line treats it as a script, run with ``-m``); the problem in words when it cannot."""
+    name = getattr(args, "module", None)
+    if name is None:
+        return None
+    if args.script is not None or getattr(args, "demo", False):
+        return f"--module runs your package's module and {'--demo' if args.script is None else '--script'} " \
+               "something else: give one of them"
+    from ddpstudio.core.scriptmodule import module_file
+
+    try:
+        args.script = module_file(name, os.getcwd())
+    except ValueError as exc:
+        return str(exc)
+    return None
 
 
 def gpu_list(raw: str | None) -> tuple[str, ...] | None:
@@ -246,6 +270,9 @@ def plan_or_exit(args: argparse.Namespace, platform, elsewhere: frozenset[str] =
 def main(args: argparse.Namespace) -> int:
     from ddpstudio.core.platform import current
 
+    module_problem = module_as_script(args)
+    if module_problem:
+        return fail(module_problem)
     if args.script_args and not args.script:
         return fail(f"unexpected arguments {' '.join(args.script_args)!r}; script arguments need --script")
     if args.one_gpu_per_rank and not args.script:

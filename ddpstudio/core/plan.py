@@ -86,6 +86,14 @@ class ScriptSpec:
     # Env style: the script's own --local-rank/--local_rank option (core/envstyle.py), given "=N" to each
     # rank as torch.distributed.launch did; None when it declares none. Set by the plan, from the script.
     local_rank_option: str | None = None
+    # Run as ``python -m module`` (core/scriptmodule.py), found from the folder above its top package: a
+    # script that imports relatively or imports its own package. Set by the plan from the script, or by
+    # ``--module``; None runs ``path`` as a file.
+    module: str | None = None
+
+    def entry(self) -> list[str]:
+        """What follows ``python -u``: the script's path, or ``-m`` and its module."""
+        return ["-m", self.module] if self.module else [self.path]
 
 
 AUTO_CHOICES = ("backend", "world_size", "store", "grad_exchange", "workers", "balance")

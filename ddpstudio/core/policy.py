@@ -227,7 +227,7 @@ def build_plan(request: Request, platform: Platform, machine: Machine,
     if (request.recipe is None) == (request.script is None):
         raise PolicyError("choose exactly one thing to train: the built-in recipe or a script", "workload")
     style = request.script.style if request.script else None
-    script, fit_reason, joins_by_env = _script_as_read(request.script)
+    script, read_reasons, joins_by_env = _script_as_read(request.script)
     backend = choose_backend(platform, machine, request.backend)
     device = "cuda" if backend.value == "nccl" or (machine.cuda_available and machine.gpu_count > 0) else "cpu"
     gpus, world = _gpus_and_world(request, machine, device)
@@ -295,8 +295,7 @@ def build_plan(request: Request, platform: Platform, machine: Machine,
         # A script's init_process_group("nccl") gets Gloo (rank/ncclswap.py): Windows has no NCCL, and a run
         # on the CPU has no GPU for it ("ProcessGroupNCCL is only supported with GPUs, no GPUs found!").
         env[NO_NCCL_ENV] = NO_NCCL_WINDOWS if platform.is_windows else NO_NCCL_NO_GPU
-    if fit_reason:
-        reasons.append(fit_reason)
+    reasons.extend(read_reasons)
     if script is not None and script.local_rank_option:
         reasons.append(f"each rank also gets {script.local_rank_option}=N (its rank on this machine): the script "
                        "takes that option, which torch.distributed.launch gave it")
@@ -338,25 +337,35 @@ def build_plan(request: Request, platform: Platform, machine: Machine,
     )
 
 
-def _script_as_read(spec: ScriptSpec | None) -> tuple[ScriptSpec | None, str | None, bool]:
-    """What the script's source decides of its spec (core/argsfit.py, core/envstyle.py): the default args
-    template fitted to the options it declares (with the reason), its torch.distributed.launch option in env
-    style, and whether it joins by env:// itself."""
+def _script_as_read(spec: ScriptSpec | None) -> tuple[ScriptSpec | None, list[str], bool]:
+    """What the script's source decides of its spec, with the reasons: the default args template fitted to
+    the options it declares (core/argsfit.py), its torch.distributed.launch option in env style
+    (core/envstyle.py), whether it runs as a module of its package (core/scriptmodule.py); and whether it
+    joins by env:// itself."""
     if spec is None:
-        return None, None, False
+        return None, [], False
     from ddpstudio.core.argsfit import fit_template
     from ddpstudio.core.envstyle import joins_by_env, local_rank_option
     from ddpstudio.core.scriptargs import parse_script
+    from ddpstudio.core.scriptmodule import module_entry, module_root
     from ddpstudio.core.scriptstyle import read_source
 
-    tree = parse_script(read_source(spec.path))  # once, for all three readings
-    why = None
+    tree = parse_script(read_source(spec.path))  # once, for every reading
+    reasons = []
     if spec.style in ("args", "spawn") and spec.dist_args in (DEFAULT_DIST_ARGS, DEFAULT_SPAWN_ARGS):
         fitted = fit_template(spec.dist_args, tree)
-        spec, why = replace(spec, dist_args=fitted.template), fitted.why
+        spec = replace(spec, dist_args=fitted.template)
+        reasons += [fitted.why] if fitted.why else []
     if spec.style == "env":
         spec = replace(spec, local_rank_option=local_rank_option(tree))
-    return spec, why, joins_by_env(tree)
+    entry = module_entry(spec.path, tree)
+    if spec.module and (entry is None or entry.name != spec.module):
+        reasons.append(f"the script runs as python -m {spec.module}, found from "
+                       f"{module_root(spec.path, spec.module)}: chosen by you (--module)")
+    elif entry is not None:
+        spec = replace(spec, module=entry.name)
+        reasons.append(entry.why)
+    return spec, reasons, joins_by_env(tree)
 
 
 def _gpus_and_world(request: Request, machine: Machine, device: str):

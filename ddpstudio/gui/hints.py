@@ -72,6 +72,11 @@ _RULES: tuple[tuple[Hint, tuple[str, ...]], ...] = (
           "DataLoader's num_workers=0."),
      ("has finished its bootstrapping phase", "forgotten to use the proper idiom",  # multiprocessing/spawn.py
       "while that process was importing your script")),  # rank/script_hooks.py REIMPORTED_MAIN
+    (Hint("package_import", "The script must run inside its package",
+          "The script imports relatively (from .model import ...), which works only when Python runs it as a "
+          "module of its package (python -m mypkg.train). DDP Studio does that by itself when the package's "
+          "folders have Python names: rename a folder such as my-project to my_project."),
+     ("attempted relative import with no known parent package",)),  # importlib._bootstrap
     (Hint("out_of_memory", "A GPU ran out of memory",
           "Lower the batch size per rank, or split the batch over the ranks instead of scaling it."),
      ("cuda out of memory", "outofmemoryerror")),

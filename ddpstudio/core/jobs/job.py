@@ -12,6 +12,7 @@ import shlex
 from dataclasses import dataclass, field, replace
 
 from ddpstudio.core.plan import Plan
+from ddpstudio.core.scriptmodule import module_root
 
 # torchrun's own --rdzv-endpoint default port (torch/distributed/run.py: "--master-port", default=29500).
 DEFAULT_PORT = 29500
@@ -122,8 +123,11 @@ def cluster_job(plan: Plan, shape: Shape, source: str, workers: int | None = Non
         script = plan.script
         assert script is not None
         entry = _script_entry(plan, cluster)
-        translated.append(f"your script {script.path} ({script.style} style) with its arguments")
-        left.append(f"your script at {script.path} on every node (or change the path below)")
+        translated.append(f"your script {script.path} ({script.style} style) with its arguments"
+                          + (f", run as python -m {script.module}" if script.module else ""))
+        left.append(f"your package {script.module.split('.')[0]} in the working folder of every node, as in "
+                    f"{module_root(script.path, script.module)} here (torchrun -m finds it from there)"
+                    if script.module else f"your script at {script.path} on every node (or change the path below)")
     return Job(cluster, shape, source, entry, translated, left)
 
 
@@ -143,15 +147,16 @@ def _script_entry(plan: Plan, cluster: Plan) -> list[str]:
     # (ScriptSpec.local_rank_option), which torchrun does not give: then a shell fills it per rank too.
     template = (f"{script.local_rank_option}={{local_rank}}" if script.local_rank_option else "") \
         if script.style == "env" else script.dist_args
+    entry = script.entry()
     if not template.strip():
-        return [script.path, *script.args]
+        return [*entry, *script.args]
     marks = {name: f"\0{var}\0" for name, var in _TEMPLATE_VARS.items()}
     try:
         tokens = [t.format(url="env://", backend=cluster.backend, world_size=cluster.world_size, **marks)
                   for t in cmdline.split(template)]
     except (KeyError, IndexError, ValueError) as exc:
         raise JobError(f"the argument template {template!r} is not valid ({exc})") from None
-    line = " ".join(shlex.quote(p) for p in ["python", "-u", script.path, *script.args, *tokens])
+    line = " ".join(shlex.quote(p) for p in ["python", "-u", *entry, *script.args, *tokens])
     for var in set(_TEMPLATE_VARS.values()):  # inside single quotes: close, expand, reopen
         line = line.replace(f"\0{var}\0", f"'\"${var}\"'")
     return ["--no-python", "sh", "-c", f"exec {line}"]

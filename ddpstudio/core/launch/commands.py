@@ -14,6 +14,7 @@ from ddpstudio.core.platform import SAFE_PATH, Platform, current
 from ddpstudio.core.launch.hangwatch import beat_interval, watches_hangs
 from ddpstudio.core.launch.rundir import RunDir
 from ddpstudio.core.protocol import EVENTS_DIR_ENV, HEARTBEAT_ENV, STOP_FILE_ENV
+from ddpstudio.core.scriptmodule import module_root
 
 
 def console_python(executable: str, platform: Platform, exists=os.path.exists) -> str:
@@ -90,12 +91,20 @@ def rank_command(plan: Plan, rank: int, plan_path: str) -> list[str]:
         return [python, "-u", SAFE_PATH, "-m", "ddpstudio.rank.recipe", plan_path]
     script = plan.script
     assert script is not None
-    cmd = [python, "-u", script.path, *script.args]
+    cmd = [python, "-u", *script.entry(), *script.args]
     if script.style in ("args", "spawn"):
         cmd += dist_args(script.dist_args, plan, rank)
     elif script.local_rank_option:  # env style, a script written for torch.distributed.launch
         cmd.append(f"{script.local_rank_option}={local_rank(plan, rank)}")
     return cmd
+
+
+def module_path_env(script: ScriptSpec | None, env: dict[str, str]) -> dict[str, str]:
+    """A script run as a module finds its package from the folder above it, first on PYTHONPATH."""
+    if script is None or not script.module:
+        return {}
+    kept = env.get("PYTHONPATH", "")
+    return {"PYTHONPATH": module_root(script.path, script.module) + (os.pathsep + kept if kept else "")}
 
 
 def elastic_env(plan: Plan, rank: int, restarts: int = 0) -> dict[str, str]:
@@ -164,6 +173,7 @@ def rank_env(plan: Plan, rank: int, events_dir: str, base: dict[str, str] | None
     env.setdefault("OMP_NUM_THREADS", "1")
     env.update(malloc_env(plan, env, current()))
     env.update(plan.env)
+    env.update(module_path_env(plan.script, env))
     if plan.script is not None and plan.script.one_gpu_per_rank:
         env["CUDA_VISIBLE_DEVICES"] = visible_gpu(local_rank(plan, rank), env.get("CUDA_VISIBLE_DEVICES"))
     if watches_hangs(plan):  # the ranks beat their step and phase (rank/heartbeat.py)
