@@ -173,7 +173,15 @@ def test_copy_as_command_parses_back_to_the_same_request(state):
     parser = argparse.ArgumentParser()
     add_parser(parser.add_subparsers())
     args = parser.parse_args(["run", *run_arguments(state)])
-    assert build_request(args) == state.to_request()
+    request = state.to_request()
+    if request.script is not None and request.script.cwd is not None:
+        # The working folder is the line's leading cd (command_line), which the CLI keeps as its own folder.
+        from ddpstudio.core import cmdline
+
+        cd = ["cd", "/d"] if current().is_windows else ["cd"]
+        assert command_line(state).startswith(f"{cmdline.shell_line([*cd, request.script.cwd], current())} && ")
+        request.script = replace(request.script, cwd=None)
+    assert build_request(args) == request
 
 
 def test_copy_as_command_puts_the_line_on_the_clipboard(qtbot, open_window):

@@ -158,6 +158,8 @@ def test_a_host_the_command_refuses_shows_its_one_message(qtbot, open_window, tm
     dialog = window.node_flow.open_host()
     with qtbot.waitSignal(window.controller.run_finished, timeout=RUN_TIMEOUT_MS) as finished:
         qtbot.mouseClick(dialog.host_button, LEFT)
+        # The host command runs in the script's folder (the form's Working folder is empty), not the window's.
+        assert window.controller.process.workingDirectory() == str(tmp_path)
     assert finished.args[0].get("state") == protocol.FAILED and window.controller.exit_code == 2
     said = window.error_panel.text()
     assert said.startswith("Could not host the run: nothing was started\n")

@@ -26,6 +26,9 @@ import keyword
 from dataclasses import dataclass
 from pathlib import Path
 
+from ddpstudio.core.scriptargs import parse_script
+from ddpstudio.core.scriptstyle import read_source
+
 
 @dataclass(frozen=True)
 class ModuleEntry:
@@ -40,6 +43,15 @@ def module_root(path: str, name: str) -> str:
     """The folder ``python -m name`` finds ``path`` from: one level up per package in ``name``."""
     packages = name.count(".") + (1 if Path(path).stem == "__main__" else 0)
     return str(Path(path).resolve().parents[packages])
+
+
+def default_working_folder(path: str) -> str:
+    """Where the window runs a script whose Working folder is left empty: the folder ``python -m`` runs a
+    package's module from (:func:`module_entry`), else the script's own folder, where a double-click in
+    Explorer runs it. Never the window's own working folder: started from the Start menu, that is the
+    install folder (the shortcut's "Start in")."""
+    entry = module_entry(path, parse_script(read_source(path)))
+    return entry.root if entry is not None else str(Path(path).expanduser().resolve().parent)
 
 
 def module_file(name: str, folder: str) -> str:

@@ -3,8 +3,9 @@
 Only what differs from the CLI's defaults is written, so the line stays
 short. The script arguments are split, and the line quoted, by the platform's
 rules (core/cmdline.py: the C runtime's and cmd.exe's on Windows, POSIX
-``shlex`` elsewhere). A working folder for a script, which the CLI has no
-flag for, becomes a leading ``cd``.
+``shlex`` elsewhere). A script's working folder (the one typed, or the
+window's default: the script's folder), which the CLI has no flag for,
+becomes a leading ``cd``.
 """
 
 from __future__ import annotations
@@ -90,7 +91,8 @@ def command_line(s: SetupState, platform: Platform | None = None) -> str:
     script arguments cannot be split."""
     platform = platform or current()
     line = cmdline.shell_line(["ddpstudio", "run", *run_arguments(s, platform)], platform)
-    if s.is_script and s.script_cwd.strip():
+    folder = s.working_folder() if s.is_script else None
+    if folder:
         cd = ["cd", "/d"] if platform.is_windows else ["cd"]
-        line = f"{cmdline.shell_line([*cd, s.script_cwd.strip()], platform)} && {line}"
+        line = f"{cmdline.shell_line([*cd, folder], platform)} && {line}"
     return line

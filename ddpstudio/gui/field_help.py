@@ -25,7 +25,8 @@ FIELD_HELP: dict[str, str] = {
                  "script that starts its own ranks (node-level settings): --dist-url {url} --dist-backend "
                  "{backend} --world-size 1 --rank 0.",
     "script_cwd": "The folder your script runs in (relative paths in it resolve here). "
-                  "Default: the script's own folder.",
+                  "Default: the script's own folder; for a module of a package, which runs as python -m "
+                  "pkg.train, the folder above the package.",
     "world_size": "How many processes (ranks) train together; each holds a full copy of the model. "
                   "Default: one per GPU, or 2 on the CPU.",
     "backend": "How ranks exchange gradients. NCCL is the fast GPU path but is not built into PyTorch for "

@@ -7,12 +7,14 @@ past run's plan (runs started by the CLI have no saved form).
 
 from __future__ import annotations
 
+import os
 from dataclasses import asdict, dataclass, field, fields
 
 from ddpstudio.core import cmdline
 from ddpstudio.core.plan import DEFAULT_DIST_ARGS, Plan, RecipeSpec, ScriptSpec
 from ddpstudio.core.platform import Platform
 from ddpstudio.core.policy import Request
+from ddpstudio.core.scriptmodule import default_working_folder
 
 WORKLOADS = ("recipe", "script-args", "script-env", "script-spawn")
 # The form's workload for each script style, and back.
@@ -94,6 +96,15 @@ class SetupState:
     def script_style(self) -> str:
         return next((style for style, w in STYLE_WORKLOADS.items() if w == self.workload), "args")
 
+    def working_folder(self) -> str | None:
+        """The folder the script runs in: the one typed, else its default (core/scriptmodule.py
+        ``default_working_folder``: the script's folder, or the folder above a package run with -m); None
+        while the path names no script file (the check of the path says why)."""
+        typed, path = self.script_cwd.strip(), self.script_path.strip()
+        if typed or not path or not os.path.isfile(os.path.expanduser(path)):
+            return typed or None
+        return default_working_folder(path)
+
     def to_request(self, platform: Platform | None = None) -> Request:
         """The core's request; raises ValueError(field, message) for text that cannot be split.
 
@@ -121,7 +132,7 @@ class SetupState:
                                                 "check the quotes") from exc
             request.script = ScriptSpec(path=self.script_path.strip(), args=args,
                                         style=self.script_style,
-                                        dist_args=self.dist_args, cwd=self.script_cwd.strip() or None,
+                                        dist_args=self.dist_args, cwd=self.working_folder(),
                                         one_gpu_per_rank=self.one_gpu_per_rank)
         else:
             request.recipe = RecipeSpec(
@@ -157,7 +168,10 @@ def from_plan(plan: Plan, platform: Platform | None = None) -> SetupState:
         s = plan.script
         state.workload = STYLE_WORKLOADS.get(s.style, "script-args")
         state.script_path, state.script_args = s.path, cmdline.join(s.args, platform)
-        state.dist_args, state.script_cwd = s.dist_args, s.cwd or ""
+        state.dist_args = s.dist_args
+        state.script_cwd = s.cwd or ""
+        if s.cwd and SetupState(script_path=s.path).working_folder() == s.cwd:
+            state.script_cwd = ""  # the default, shown as such: it follows the script
         state.one_gpu_per_rank = s.one_gpu_per_rank
     elif plan.recipe is not None:
         r = plan.recipe

@@ -92,7 +92,8 @@ class NodeFlow(QObject):
         w.settings.set("setup", state.to_dict())
         w.settings.save()
         self.panel.hide()
-        self._start(HOST, host_command(state, request, w.platform), "", "hosting: planning the run")
+        self._start(HOST, host_command(state, request, w.platform), "", "hosting: planning the run",
+                    state.working_folder() if state.is_script else None)
 
     @Slot(str, object)
     def join(self, text: str, code: joincode.JoinCode) -> None:
@@ -101,7 +102,7 @@ class NodeFlow(QObject):
         clean = "".join(text.split())
         self._start(JOIN, join_command(self.window.platform), clean + "\n", f"joining {code.masked()}")
 
-    def _start(self, mode: str, command: list[str], stdin_text: str, note: str) -> None:
+    def _start(self, mode: str, command: list[str], stdin_text: str, note: str, folder: str | None = None) -> None:
         w = self.window
         if self.busy:
             w.statusBar().showMessage("A run or benchmark is in progress: stop it first", 8000)
@@ -111,7 +112,7 @@ class NodeFlow(QObject):
         w.advisor.begin()
         self.mode, self._starting = mode, True
         try:
-            w.controller.start(None, command, stdin_text)
+            w.controller.start(None, command, stdin_text, folder)
         finally:
             self._starting = False
         w._update_actions()

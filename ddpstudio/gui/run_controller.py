@@ -81,10 +81,13 @@ class RunController(QObject):
         return self.state.value if self.state is not None else IDLE
 
     # -- start / stop --------------------------------------------------------
-    def start(self, plan: Plan | None, command: list[str] | None = None, stdin_text: str = "") -> None:
+    def start(self, plan: Plan | None, command: list[str] | None = None, stdin_text: str = "",
+              folder: str | None = None) -> None:
         """Start the launcher for a plan already written to its run folder, or ``command`` instead
         (``ddpstudio host|join --json``, which plans itself: then ``plan`` is None). ``stdin_text``
-        goes to its stdin first (a join code: never on a command line others can read)."""
+        goes to its stdin first (a join code: never on a command line others can read). ``folder``: the
+        command's working folder (a hosted script's, which the command line has no option for), else the
+        window's."""
         if self.active:
             raise RuntimeError("a run is already in progress")
         if plan is None and not command:
@@ -99,6 +102,8 @@ class RunController(QObject):
         cmd = command or launcher_command(plan_file(plan), launcher_python(sys.executable, self.platform))
         proc.setProgram(cmd[0])
         proc.setArguments(cmd[1:])
+        if folder:
+            proc.setWorkingDirectory(folder)
         proc.readyReadStandardOutput.connect(self._read_stdout)
         proc.readyReadStandardError.connect(self._read_stderr)
         proc.finished.connect(self._on_exit)
