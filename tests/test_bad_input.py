@@ -278,6 +278,10 @@ SECOND_SWEEP = [
     # Smaller words
     (["--script", "DIR/train.sh"], ["train.sh starts with #!/bin/sh: it is not a Python script"]),
     (["--script", "DIR/train.bin"], ["train.bin is a binary file, not a Python script"]),
+    (["--script", "DIR/train.ipynb"], ["train.ipynb is a Jupyter notebook, which Python cannot run as a script",
+                                       "jupyter nbconvert --to script train.ipynb", "give the .py file"]),
+    (["--script", "DIR/train.bat"], ["train.bat is a Windows batch file, not a Python script",
+                                     "its python ... line", "own arguments after '--'"]),
     (["--lr", "inf"], ["learning rate must be a positive number, and finite (got inf)", "default is 0.02"]),
     (["--max-steps", "0"], ["max steps must be at least 1 (got 0)"]),
     (["--resume"], ["resume needs the checkpoint folder", "--checkpoint-dir"]),
@@ -293,6 +297,9 @@ def test_second_sweep_inputs_are_refused_before_anything_starts_and_leave_nothin
     script.write_text("print('never run')\n")
     (tmp_path / "train.sh").write_text("#!/bin/sh\necho never run\n")
     (tmp_path / "train.bin").write_bytes(b"\x7fELF\x02\x01\x01\x00\x00\x00")
+    (tmp_path / "train.ipynb").write_text('{\n "cells": [{"cell_type": "code", "source": ["import torch"]}],\n'
+                                         ' "nbformat": 4\n}\n')
+    (tmp_path / "train.bat").write_text("@echo off\r\npython train.py --epochs 3\r\n")
     (tmp_path / "readme-only").mkdir()
     (tmp_path / "readme-only" / "README.md").write_text("images go here")
     before = sorted(tmp_path.rglob("*"))

@@ -254,19 +254,34 @@ URL_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]+)://")
 SHELLS = {"sh", "bash", "dash", "zsh", "ksh", "fish", "csh", "tcsh", "pwsh", "powershell", "perl", "ruby", "node"}
 
 
+# What Windows users double-click to train, named by suffix (a .bat or .ps1 has no shebang to read).
+OTHER_SCRIPTS = {".bat": "a Windows batch file", ".cmd": "a Windows batch file", ".ps1": "a PowerShell script",
+                 ".sh": "a shell script"}
+
+
 def not_python_problem(path: Path) -> Problem | None:
-    """A shell script or a binary given as the script: Python would only say SyntaxError (issue 27)."""
+    """A shell or batch script, a notebook or a binary given as the script: Python would only say
+    SyntaxError (issue 27)."""
     try:
         with open(path, "rb") as fh:
             head = fh.read(4096)
     except OSError as exc:
         return Problem("script", f"the script {path} cannot be read ({exc.strerror or exc})")
+    suffix = path.suffix.lower()
+    if suffix == ".ipynb" or (head.lstrip().startswith(b"{") and b'"cells"' in head):
+        return Problem("script", f"{path} is a Jupyter notebook, which Python cannot run as a script: export it "
+                                 "(in Jupyter: File > Save and Export Notebook As > Executable Script, or "
+                                 f"jupyter nbconvert --to script {path.name}) and give the .py file")
     first = head.split(b"\n", 1)[0]
     words = first[2:].decode("utf-8", "replace").replace("/", " ").split() if first.startswith(b"#!") else []
     if set(words) & SHELLS:  # "#!/usr/bin/env -S uv run --script" is Python: only known others are refused
         shebang = first.decode("utf-8", "replace").strip()
         return Problem("script", f"{path} starts with {shebang}: it is not a Python script; give the Python "
                                  "training script it runs")
+    if suffix in OTHER_SCRIPTS:
+        return Problem("script", f"{path} is {OTHER_SCRIPTS[suffix]}, not a Python script; give the Python "
+                                 "training script it runs (its python ... line), with that script's own "
+                                 "arguments after '--'")
     if b"\0" in head and path.suffix.lower() not in (".pyc", ".pyz"):  # both run under python
         return Problem("script", f"{path} is a binary file, not a Python script; give the .py training script")
     return None
