@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -139,6 +140,29 @@ def test_hints_recognise_the_known_failures():
     # multiprocessing/spawn.py's words, wrapped as it wraps them (a worker started while the script was imported)
     assert keys("RuntimeError: \n        An attempt has been made to start a new process before the\n        current "
                 "process has finished its bootstrapping phase.\n") == ["main_guard"]
+    # torch.compile without its toolchain (PyTorch for Windows ships neither Triton nor a C++ compiler): the
+    # pinned torch's own words (torch/_inductor/exc.py, read rather than imported: importing inductor costs
+    # seconds), as a rank prints them.
+    import torch
+
+    inductor = Path(torch.__file__).parent / "_inductor"
+    for words, where in (("Cannot find a working triton installation. ", "exc.py"),
+                         ("No working C++ compiler found in ", "exc.py"),
+                         ('raise RuntimeError(f"Compiler: {compiler} is not found.")', "cpp_builder.py")):
+        assert words in (inductor / where).read_text(encoding="utf-8"), (words, where)
+    assert keys("torch._dynamo.exc.BackendCompilerFailed: backend='inductor' raised:\nTritonMissing: Cannot find a "
+                "working triton installation. Either the package is not installed or it is too old.") == \
+        ["compile_toolchain"]
+    assert keys("InvalidCxxCompiler: No working C++ compiler found in torch._inductor.config.cpp.cxx: (None, "
+                "'cl')") == ["compile_toolchain"]
+    assert keys("RuntimeError: Compiler: cl is not found.") == ["compile_toolchain"]
+    # A prompt read by a rank, whose stdin is empty: CPython's own words.
+    import subprocess
+    import sys
+
+    asked = subprocess.run([sys.executable, "-c", "input('Press Enter to start training')"], capture_output=True,
+                           text=True, stdin=subprocess.DEVNULL, timeout=60)
+    assert asked.returncode == 1 and keys(asked.stderr.strip().splitlines()[-1]) == ["stdin_input"], asked.stderr
     assert low_load_hint(20.0, None).key == "low_gpu_load"
     assert low_load_hint(90.0, 0.5).key == "data_wait"
     assert low_load_hint(90.0, 0.01) is None and low_load_hint(None, None) is None

@@ -77,6 +77,18 @@ _RULES: tuple[tuple[Hint, tuple[str, ...]], ...] = (
           "module of its package (python -m mypkg.train). DDP Studio does that by itself when the package's "
           "folders have Python names: rename a folder such as my-project to my_project."),
      ("attempted relative import with no known parent package",)),  # importlib._bootstrap
+    (Hint("compile_toolchain", "torch.compile cannot build its kernels here",
+          "The script compiles its model (torch.compile), which needs Triton to build GPU kernels and a C++ "
+          "compiler for CPU ones. PyTorch for Windows ships neither: the triton-windows package provides "
+          "Triton, and Visual Studio's C++ build tools provide cl.exe. Or turn compiling off in the script "
+          "(nanoGPT: --compile=False); training then runs without it."),
+     ("cannot find a working triton installation", "no working c++ compiler found",  # torch/_inductor/exc.py
+      "compiler: cl is not found", "compiler: cl.exe is not found")),  # torch/_inductor/cpp_builder.py
+    (Hint("stdin_input", "The script waits for typed input",
+          "A rank read from its standard input (input(), or a prompt such as \"press Enter\"), and ranks "
+          "started by DDP Studio have no keyboard: the read ended at once. Remove the prompt, or give the "
+          "answer as one of the script's arguments."),
+     ("eof when reading a line",)),  # CPython's input() at the end of stdin
     (Hint("out_of_memory", "A GPU ran out of memory",
           "Lower the batch size per rank, or split the batch over the ranks instead of scaling it."),
      ("cuda out of memory", "outofmemoryerror")),
