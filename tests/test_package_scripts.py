@@ -99,6 +99,9 @@ def test_an_import_of_its_own_package_runs_it_as_a_module_and_other_imports_do_n
     assert own.name == "mypkg.train"
     assert own.why.startswith("the script imports its own package (from mypkg.model import Net, line 5), which "
                               "Python finds only from the folder above mypkg: it runs as python -m mypkg.train")
+    # Installed (importable without the working folder): it runs as a file, as it did before.
+    installed = package(tmp_path / "i", "mypkg", model_import="mypkg.model")
+    assert module_entry(str(installed), parse_script(installed.read_text()), importable=lambda name: True) is None
     # A module beside it (the script's folder is on the path as a file): a file, as before.
     assert entry(package(tmp_path / "b", "mypkg", model_import="model")) is None
     # The same script outside any package, and one that imports nothing of its own.
@@ -107,6 +110,19 @@ def test_an_import_of_its_own_package_runs_it_as_a_module_and_other_imports_do_n
     plain.write_text("import torch\nprint(torch.__version__)\n")
     assert entry(plain) is None
     assert module_entry(str(plain), None) is None  # unreadable or not Python: a file, as before
+
+
+def test_installed_means_found_without_the_working_folder(tmp_path, monkeypatch):
+    from ddpstudio.core.scriptmodule import installed
+
+    assert installed("json") and installed("ddpstudio") and installed("torch")  # stdlib, editable, site-packages
+    assert not installed("no_such_package_here")
+    package(tmp_path, "only_here")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))  # as python -m puts the working folder first
+    assert not installed("only_here")  # a script run as a file would not find it there
+    monkeypatch.chdir(tmp_path / "only_here")  # the same entry, no longer the working folder: as PYTHONPATH
+    assert installed("only_here")
 
 
 def test_a_package_main_runs_by_the_package_name_and_unnamable_folders_stay_files(tmp_path):

@@ -9,7 +9,8 @@ a package's entry point stop at their first line:
   Lib/importlib/_bootstrap.py ``_sanity_check`` via ``_calc___package__``);
 - an import of its own package, ``from mypkg.model import Net``, where
   ``mypkg`` is not installed: "ModuleNotFoundError: No module named 'mypkg'",
-  since the folder above the package is not on the path.
+  since the folder above the package is not on the path. (Installed, it
+  runs as a file, as before: :func:`installed`.)
 
 Such a script runs as ``python -m mypkg.train`` with the folder above its top
 package first on the ranks' PYTHONPATH (as ``cd proj && torchrun -m
@@ -23,7 +24,11 @@ from __future__ import annotations
 
 import ast
 import keyword
+import os
+import sys
+from collections.abc import Callable
 from dataclasses import dataclass
+from importlib.machinery import PathFinder
 from pathlib import Path
 
 from ddpstudio.core.scriptargs import parse_script
@@ -70,17 +75,36 @@ def module_file(name: str, folder: str) -> str:
                      "your package, or give the file with --script")
 
 
-def module_entry(path: str, tree: ast.AST | None) -> ModuleEntry | None:
-    """The module a script must run as, when it imports relatively or imports its own package (uninstalled
-    or not: from the folder above it, the package found is the one beside the script); None when it runs
-    as a file, or cannot be named as a module (a folder named ``my-project``: the plan says nothing, and a
-    failure's hint says what to rename)."""
+def installed(name: str) -> bool:
+    """Whether this Python finds top-level package ``name`` without the working folder, which a script run
+    as a file does not have on its path: installed, editable (a meta path finder of its own) or on
+    PYTHONPATH. The ranks run this Python (the plan's interpreter is the launcher's)."""
+    here = os.getcwd()
+    path = [entry for entry in sys.path if entry and os.path.abspath(entry) != here]
+    for finder in sys.meta_path:
+        try:
+            found = finder.find_spec(name, path) if finder is PathFinder else finder.find_spec(name, None)
+        except (ImportError, ValueError, TypeError):  # a third-party finder's trouble is not an answer
+            continue
+        if found is not None:
+            return True
+    return False
+
+
+def module_entry(path: str, tree: ast.AST | None,
+                 importable: Callable[[str], bool] = installed) -> ModuleEntry | None:
+    """The module a script must run as, when it imports relatively, or imports its own package and that
+    package is not ``importable`` otherwise (an installed one keeps it a file, as it ran before); None when
+    it runs as a file, or cannot be named as a module (a folder named ``my-project``: the plan says nothing,
+    and a failure's hint says what to rename)."""
     if tree is None:
         return None
     script = Path(path).resolve()
     package = _package_folders(script.parent)  # the folders holding __init__.py, outermost first
     relative = _relative_imports(tree)
     own = _own_package_import(tree, package[0].name) if package and not relative else None
+    if own is not None and importable(package[0].name):
+        own = None
     if not relative and own is None:
         return None
     depth = max(len(package), max(level for level, _, _ in relative) if relative else 0)
