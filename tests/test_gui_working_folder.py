@@ -56,6 +56,25 @@ def test_copy_as_says_the_folder_and_a_run_again_shows_the_default_as_empty(tmp_
     assert loaded(None) == ""
 
 
+def test_the_working_folder_field_names_the_folder_an_empty_field_means(qtbot, open_window, tmp_path):
+    plain = tmp_path / "scripts" / "train.py"
+    plain.parent.mkdir()
+    plain.write_text("print('hi')\n")
+    module = package(tmp_path / "proj", "mypkg")
+    window = open_window(SetupState(workload="script-args"))
+    path, cwd = window.form.editors["script_path"], window.form.editors["script_cwd"].edit
+    assert cwd.placeholderText() == "the script's folder if empty"
+    path.setText(str(plain))
+    assert cwd.placeholderText() == str(tmp_path / "scripts")
+    assert cwd.toolTip().endswith(f"Empty, this script runs in {tmp_path / 'scripts'}: its own folder.")
+    path.setText(str(module))
+    assert cwd.placeholderText() == str(tmp_path / "proj")
+    assert cwd.toolTip().endswith(f"Empty, this script runs in {tmp_path / 'proj'}: the folder above its package, "
+                                  "which it runs from as a module.")
+    path.setText("")
+    assert cwd.placeholderText() == "the script's folder if empty"
+
+
 @pytest.mark.slow
 def test_the_window_runs_a_package_script_as_a_module_from_the_folder_above_its_package(
         qtbot, open_window, studio_home, tmp_path, monkeypatch):

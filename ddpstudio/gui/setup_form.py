@@ -7,6 +7,8 @@ reason under them. Validation itself runs elsewhere (``setup_check``).
 
 from __future__ import annotations
 
+import os
+
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFormLayout, QGroupBox, QLabel, QLineEdit,
                                QSpinBox, QVBoxLayout, QWidget)
@@ -197,6 +199,7 @@ class SetupForm(QWidget):
             label.setMinimumWidth(width)
 
     def _connect(self) -> None:
+        self.editors["script_path"].text_changed.connect(self._show_default_folder)
         for name, editor in self.editors.items():
             if isinstance(editor, PathEdit):
                 editor.text_changed.connect(self._on_edit)
@@ -306,6 +309,22 @@ class SetupForm(QWidget):
 
     def _world(self, s: SetupState) -> int:
         return s.world_size or len(s.gpus) or self.world_hint  # auto: one rank per chosen GPU
+
+    def _show_default_folder(self, *_args) -> None:
+        """The Working folder's placeholder names the folder an empty field means for this script (the
+        script's, or the one above its package: form_state.SetupState.working_folder)."""
+        path = self.editors["script_path"].text().strip()
+        folder = SetupState(script_path=path).working_folder()
+        edit = self.editors["script_cwd"].edit
+        edit.setPlaceholderText(folder or "the script's folder if empty")
+        if folder is None:
+            self._tooltips["script_cwd"] = FIELD_HELP["script_cwd"]
+        else:
+            above = os.path.normcase(folder) != os.path.normcase(os.path.dirname(os.path.abspath(path)))
+            said = "the folder above its package, which it runs from as a module" if above else "its own folder"
+            self._tooltips["script_cwd"] = f"{FIELD_HELP['script_cwd']}\nEmpty, this script runs in {folder}: {said}."
+        if not self.errors["script_cwd"].text():
+            edit.setToolTip(self._tooltips["script_cwd"])
 
     def _update_effective(self) -> None:
         s = self.state()
