@@ -6,6 +6,7 @@ seams), so the Windows, Linux+CUDA and CPU tables are all tested on Linux.
 
 from __future__ import annotations
 
+import ast
 import ntpath
 import os
 import posixpath
@@ -227,7 +228,7 @@ def build_plan(request: Request, platform: Platform, machine: Machine,
     if (request.recipe is None) == (request.script is None):
         raise PolicyError("choose exactly one thing to train: the built-in recipe or a script", "workload")
     style = request.script.style if request.script else None
-    script, read_reasons, joins_by_env = _script_as_read(request.script)
+    script, read_reasons, joins_by_env, tree = _script_as_read(request.script)
     backend = choose_backend(platform, machine, request.backend)
     device = "cuda" if backend.value == "nccl" or (machine.cuda_available and machine.gpu_count > 0) else "cpu"
     gpus, world = _gpus_and_world(request, machine, device)
@@ -296,6 +297,11 @@ def build_plan(request: Request, platform: Platform, machine: Machine,
         # on the CPU has no GPU for it ("ProcessGroupNCCL is only supported with GPUs, no GPUs found!").
         env[NO_NCCL_ENV] = NO_NCCL_WINDOWS if platform.is_windows else NO_NCCL_NO_GPU
     reasons.extend(read_reasons)
+    if script is not None:
+        from ddpstudio.core.scriptbatch import batch_reason as script_batch
+
+        said = script_batch(tree, script.args, None if style == "spawn" else int(world.value))
+        reasons += [said] if said else []
     if script is not None and script.local_rank_option:
         reasons.append(f"each rank also gets {script.local_rank_option}=N (its rank on this machine): the script "
                        "takes that option, which torch.distributed.launch gave it")
@@ -337,13 +343,13 @@ def build_plan(request: Request, platform: Platform, machine: Machine,
     )
 
 
-def _script_as_read(spec: ScriptSpec | None) -> tuple[ScriptSpec | None, list[str], bool]:
+def _script_as_read(spec: ScriptSpec | None) -> tuple[ScriptSpec | None, list[str], bool, ast.Module | None]:
     """What the script's source decides of its spec, with the reasons: the default args template fitted to
     the options it declares (core/argsfit.py), its torch.distributed.launch option in env style
-    (core/envstyle.py), whether it runs as a module of its package (core/scriptmodule.py); and whether it
-    joins by env:// itself."""
+    (core/envstyle.py), whether it runs as a module of its package (core/scriptmodule.py); whether it
+    joins by env:// itself; and its syntax tree, for the plan's other readings."""
     if spec is None:
-        return None, [], False
+        return None, [], False, None
     from ddpstudio.core.argsfit import fit_template
     from ddpstudio.core.envstyle import joins_by_env, local_rank_option
     from ddpstudio.core.scriptargs import parse_script
@@ -365,7 +371,7 @@ def _script_as_read(spec: ScriptSpec | None) -> tuple[ScriptSpec | None, list[st
     elif entry is not None:
         spec = replace(spec, module=entry.name)
         reasons.append(entry.why)
-    return spec, reasons, joins_by_env(tree)
+    return spec, reasons, joins_by_env(tree), tree
 
 
 def _gpus_and_world(request: Request, machine: Machine, device: str):
