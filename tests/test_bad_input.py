@@ -118,6 +118,10 @@ def test_script_that_crashes_on_import(studio_home, tmp_path):
     done = final(events(res.stdout))
     assert done.get("state") == protocol.FAILED
     assert done.get("root_cause")["message"] == "ModuleNotFoundError: No module named 'a_module_that_does_not_exist'"
+    from ddpstudio.gui.hints import hints_for  # the window's hint: which Python, and the line that installs it
+
+    [hint] = hints_for(done.get("summary"), done.get("root_cause")["message"])
+    assert hint.key == "missing_module" and "-m pip install a_module_that_does_not_exist" in hint.text
     assert not processes_of(studio_home)
     assert not ckpt.exists()
     # On a terminal the same failure reads as one root-cause line.

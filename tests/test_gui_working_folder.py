@@ -73,6 +73,8 @@ def test_the_working_folder_field_names_the_folder_an_empty_field_means(qtbot, o
                                   "which it runs from as a module.")
     path.setText("")
     assert cwd.placeholderText() == "the script's folder if empty"
+    window.form.set_state(SetupState(workload="script-env", script_path=str(module)))  # a saved setup, reopened
+    assert cwd.placeholderText() == str(tmp_path / "proj")
 
 
 @pytest.mark.slow

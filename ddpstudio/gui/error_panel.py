@@ -39,6 +39,7 @@ class ErrorPanel(QFrame):
         self.hints = QLabel()
         self.hints.setWordWrap(True)
         self.hints.setTextFormat(Qt.TextFormat.RichText)
+        self.hints.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)  # a hint's command line
         self.details = QPlainTextEdit()
         self.details.setReadOnly(True)
         self.details.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
@@ -117,7 +118,8 @@ class ErrorPanel(QFrame):
         self.icon.setPixmap(self.style().standardIcon(pixmap).pixmap(size, size))
         self.title.setText(title)
         self.summary.setText(summary)
-        self.hints.setText("".join(f"<p><b>{escape(h.title)}.</b> {escape(h.text)}</p>" for h in hints))
+        self.hints.setText("".join(f"<p><b>{escape(h.title)}.</b> {escape(h.text).replace(chr(10), '<br>')}</p>"
+                                   for h in hints))  # a line of its own (a command to copy) stays one
         self.hints.setVisible(bool(hints))
         self.cleanup_button.setVisible(any(h.action == CLEANUP for h in hints))
         self.stop_button.hide()

@@ -107,7 +107,10 @@ def hints_for(*texts: str) -> list[Hint]:
         found = [h for h in found if h.key != "rendezvous"]
     if any(h.key == "held_port" for h in found):  # the holder is named: no guessing at orphans
         found = [h for h in found if h.key != "busy_port"]
-    return found
+    from ddpstudio.gui.missing_module import missing_module_hint  # it builds its text from the module named
+
+    missing = missing_module_hint(*texts)
+    return found + ([missing] if missing is not None else [])
 
 
 def low_load_hint(mean_gpu_util: float | None, data_wait_fraction: float | None) -> Hint | None:

@@ -268,6 +268,7 @@ class SetupForm(QWidget):
             for editor, was in zip(e.values(), blockers):
                 editor.blockSignals(was)
         self.style_offer.sync()
+        self._show_default_folder()  # its signal was blocked while the form was filled
         self._on_edit()
 
     # -- what shows ------------------------------------------------------------

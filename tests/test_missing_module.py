@@ -1,0 +1,40 @@
+"""A script that imports a package DDP Studio's Python lacks gets a hint with the line that installs it there.
+
+The ranks run in DDP Studio's environment; an installed app's has no pip, so the line uses the uv the
+installer ships (bootstrap/layout.py). The failure's words are CPython's own, from a real process.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from ddpstudio.core.platform import LINUX, WINDOWS
+from ddpstudio.gui.missing_module import install_command, missing_module, missing_module_hint
+
+
+def test_the_missing_module_is_read_from_cpythons_own_words():
+    failed = subprocess.run([sys.executable, "-c", "import timm.models"], capture_output=True, text=True,
+                            stdin=subprocess.DEVNULL, timeout=60, env={"PYTHONPATH": ""})
+    assert failed.returncode == 1 and "ModuleNotFoundError" in failed.stderr
+    assert missing_module(failed.stderr) == "timm"  # the top-level package, what pip installs
+    assert missing_module("ZeroDivisionError: division by zero") is None
+    hint = missing_module_hint("rank 0 failed first", "ModuleNotFoundError: No module named 'cv2'")
+    assert hint.title == "The script needs cv2, which DDP Studio's Python does not have"
+    assert f"-m pip install opencv-python\n" in hint.text and sys.prefix in hint.text  # its PyPI name
+
+
+def test_an_installed_app_installs_with_its_bundled_uv_into_its_own_environment(tmp_path):
+    root = tmp_path / "DDPStudio"
+    (root / "env" / "Scripts").mkdir(parents=True)
+    (root / "uv.exe").write_bytes(b"MZ")
+    line = install_command("timm", prefix=str(root / "env"), executable=str(root / "env" / "Scripts" / "pythonw.exe"),
+                           platform=WINDOWS)
+    assert line == (f"{root / 'uv.exe'} pip install --python {root / 'env' / 'Scripts' / 'python.exe'} timm")
+    # Elsewhere (a checkout's venv, a conda environment): that Python's pip; pythonw's console twin on Windows.
+    venv = tmp_path / "my venv"
+    assert install_command("timm", prefix=str(venv), executable=str(venv / "bin" / "python"), platform=LINUX) == \
+        f"'{venv}/bin/python' -m pip install timm"
+    (root / "uv.exe").unlink()  # no uv beside it: not an installed app
+    assert install_command("timm", prefix=str(root / "env"), executable="/x/python", platform=LINUX) == \
+        "/x/python -m pip install timm"
