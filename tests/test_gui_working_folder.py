@@ -8,6 +8,8 @@ test_package_scripts.py) runs from the folder above its package, where ``python 
 
 from __future__ import annotations
 
+import shlex
+
 import pytest
 
 from ddpstudio.core.platform import LINUX, WINDOWS
@@ -40,7 +42,8 @@ def test_copy_as_says_the_folder_and_a_run_again_shows_the_default_as_empty(tmp_
     plain.parent.mkdir()
     plain.write_text("print('hi')\n")
     state = SetupState(workload="script-args", script_path=str(plain))
-    assert command_line(state, LINUX) == f"cd '{tmp_path}/my scripts' && ddpstudio run --script '{plain}'"
+    assert command_line(state, LINUX) == f"cd {shlex.quote(str(plain.parent))} && ddpstudio run --script " \
+        f"{shlex.quote(str(plain))}"
     assert command_line(SetupState(workload="script-args", script_path=r"C:\x\t.py"), WINDOWS) == \
         r"ddpstudio run --script C:\x\t.py"  # no such file here: no folder to say
 

@@ -6,6 +6,7 @@ installer ships (bootstrap/layout.py). The failure's words are CPython's own, fr
 
 from __future__ import annotations
 
+import shlex
 import subprocess
 import sys
 
@@ -15,7 +16,7 @@ from ddpstudio.gui.missing_module import install_command, missing_module, missin
 
 def test_the_missing_module_is_read_from_cpythons_own_words():
     failed = subprocess.run([sys.executable, "-c", "import timm.models"], capture_output=True, text=True,
-                            stdin=subprocess.DEVNULL, timeout=60, env={"PYTHONPATH": ""})
+                            stdin=subprocess.DEVNULL, timeout=60)
     assert failed.returncode == 1 and "ModuleNotFoundError" in failed.stderr
     assert missing_module(failed.stderr) == "timm"  # the top-level package, what pip installs
     assert missing_module("ZeroDivisionError: division by zero") is None
@@ -34,7 +35,7 @@ def test_an_installed_app_installs_with_its_bundled_uv_into_its_own_environment(
     # Elsewhere (a checkout's venv, a conda environment): that Python's pip; pythonw's console twin on Windows.
     venv = tmp_path / "my venv"
     assert install_command("timm", prefix=str(venv), executable=str(venv / "bin" / "python"), platform=LINUX) == \
-        f"'{venv}/bin/python' -m pip install timm"
+        f"{shlex.quote(str(venv / 'bin' / 'python'))} -m pip install timm"
     (root / "uv.exe").unlink()  # no uv beside it: not an installed app
     assert install_command("timm", prefix=str(root / "env"), executable="/x/python", platform=LINUX) == \
         "/x/python -m pip install timm"

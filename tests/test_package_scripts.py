@@ -144,10 +144,10 @@ def test_module_names_are_found_from_the_working_folder_as_python_m_finds_them(t
     assert module_file("runner", str(tmp_path)) == str(tmp_path / "runner" / "__main__.py")
     with pytest.raises(ValueError) as missing:
         module_file("mypkg.nope", str(tmp_path))
+    nope, nope_main = os.path.join("mypkg", "nope.py"), os.path.join("mypkg", "nope", "__main__.py")
     assert str(missing.value) == (
-        f"--module mypkg.nope: there is no mypkg/nope.py or mypkg/nope/__main__.py in {tmp_path}, the working "
-        "folder, where python -m looks first: run from the folder above your package, or give the file with "
-        "--script")
+        f"--module mypkg.nope: there is no {nope} or {nope_main} in {tmp_path}, the working folder, where python "
+        "-m looks first: run from the folder above your package, or give the file with --script")
     with pytest.raises(ValueError, match="--module 'my-pkg.train' is not a module name"):
         module_file("my-pkg.train", str(tmp_path))
 
@@ -195,7 +195,7 @@ def test_dash_dash_module_is_found_from_the_working_folder_and_a_cluster_job_run
     assert "(env style) with its arguments, run as python -m mypkg.train\n" in res.stdout
     refused = ddpstudio("run", "--module", "mypkg.nope", cwd=tmp_path)
     assert (refused.returncode, refused.stdout) == (2, "")
-    assert refused.stderr.startswith("ddpstudio: error: --module mypkg.nope: there is no mypkg/nope.py")
+    assert refused.stderr.startswith(f"ddpstudio: error: --module mypkg.nope: there is no {os.path.join('mypkg', 'nope.py')}")
     assert not (studio_home / "runs").exists()  # refused before any run was made
 
 
