@@ -79,8 +79,8 @@ def installed(name: str) -> bool:
     """Whether this Python finds top-level package ``name`` without the working folder, which a script run
     as a file does not have on its path: installed, editable (a meta path finder of its own) or on
     PYTHONPATH. The ranks run this Python (the plan's interpreter is the launcher's)."""
-    here = os.getcwd()
-    path = [entry for entry in sys.path if entry and os.path.abspath(entry) != here]
+    here = os.path.normcase(os.getcwd())  # Windows: c:\ and C:\ are one folder
+    path = [entry for entry in sys.path if entry and os.path.normcase(os.path.abspath(entry)) != here]
     for finder in sys.meta_path:
         try:
             found = finder.find_spec(name, path) if finder is PathFinder else finder.find_spec(name, None)
