@@ -9,7 +9,7 @@ user's arguments; nothing runs.
 from __future__ import annotations
 
 from ddpstudio.core.scriptargs import parse_script
-from ddpstudio.core.scriptbatch import batch_reason
+from ddpstudio.core.scriptbatch import script_batch_reason
 from ddpstudio.core.scriptstyle import read_source
 from tests.studio import SCRIPTS
 
@@ -25,38 +25,38 @@ def main_worker(gpu, ngpus_per_node, args):
 
 
 def test_a_per_rank_batch_grows_with_the_ranks_and_the_plan_says_by_how_much():
-    assert batch_reason(SERIES, ["3", "1"], 2) == (
+    assert script_batch_reason(SERIES, ["3", "1"], 2) == (
         "effective batch 64 = 2 ranks x 32 (--batch_size 32, the script's default): each rank takes its own batch, "
         "so it grows with the ranks; to keep one rank's 32, give --batch_size 16")
-    assert batch_reason(SERIES, ["3", "1", "--batch_size", "50"], 4) == (
+    assert script_batch_reason(SERIES, ["3", "1", "--batch_size", "50"], 4) == (
         "effective batch 200 = 4 ranks x 50 (--batch_size 50, given): each rank takes its own batch, so it grows "
         "with the ranks; to keep one rank's 50, give about --batch_size 12")
-    assert batch_reason(SERIES, ["3", "1"], 1) is None  # one rank: nothing changes
-    assert batch_reason(SERIES, [], None).startswith(  # spawn style: the script decides how many ranks
+    assert script_batch_reason(SERIES, ["3", "1"], 1) is None  # one rank: nothing changes
+    assert script_batch_reason(SERIES, [], None).startswith(  # spawn style: the script decides how many ranks
         "each rank the script starts takes its own batch (--batch_size 32, the script's default): the effective "
         "batch is 32 x the number of ranks")
 
 
 def test_a_script_that_divides_its_batch_by_the_ranks_keeps_it():
-    assert batch_reason(IMAGENET, ["-b", "512"], 2) == (
+    assert script_batch_reason(IMAGENET, ["-b", "512"], 2) == (
         "the script divides --batch-size by a number of ranks (line 7), so its effective batch stays about 512 "
         "(--batch-size 512, given) as the ranks change")
     for divides in ("args.batch_size //= dist.get_world_size()", "per_rank = args.batch_size // world_size",
                     "bs = args.batch_size / torch.cuda.device_count()"):
         source = ("import argparse\np = argparse.ArgumentParser()\np.add_argument('--batch-size', type=int, "
                   f"default=64)\nargs = p.parse_args()\n{divides}\n")
-        assert batch_reason(parse_script(source), [], 2).startswith("the script divides --batch-size"), divides
+        assert script_batch_reason(parse_script(source), [], 2).startswith("the script divides --batch-size"), divides
 
 
 def test_no_line_where_the_batch_cannot_be_read():
     half = ("import argparse\np = argparse.ArgumentParser()\np.add_argument('--batch-size', type=int, default=64)\n"
             "args = p.parse_args()\nhalf = args.batch_size // 2\n")
-    assert batch_reason(parse_script(half), [], 2).startswith("effective batch 128 = 2 ranks x 64")  # not the split
+    assert script_batch_reason(parse_script(half), [], 2).startswith("effective batch 128 = 2 ranks x 64")  # not the split
     computed = "import argparse\np = argparse.ArgumentParser()\np.add_argument('--batch-size', type=int, default=B)\n"
-    assert batch_reason(parse_script(computed), [], 2) is None  # a default that is not a literal
-    assert batch_reason(parse_script("print('no parser')\n"), [], 2) is None
-    assert batch_reason(None, [], 2) is None
-    assert batch_reason(SERIES, ["--batch_size", "many"], 2) is None  # argparse would refuse it: its own words
+    assert script_batch_reason(parse_script(computed), [], 2) is None  # a default that is not a literal
+    assert script_batch_reason(parse_script("print('no parser')\n"), [], 2) is None
+    assert script_batch_reason(None, [], 2) is None
+    assert script_batch_reason(SERIES, ["--batch_size", "many"], 2) is None  # argparse would refuse it: its own words
 
 
 def test_the_plan_of_a_script_carries_the_line(studio_home):
@@ -67,4 +67,4 @@ def test_the_plan_of_a_script_carries_the_line(studio_home):
 
     spec = ScriptSpec(path=str(SCRIPTS / "tutorial_series_torchrun.py"), args=["3", "1"], style="env")
     plan = build_plan(Request(script=spec, world_size=2), LINUX, detect_inventory(), interfaces={})
-    assert batch_reason(SERIES, ["3", "1"], 2) in plan.reasons
+    assert script_batch_reason(SERIES, ["3", "1"], 2) in plan.reasons

@@ -298,9 +298,9 @@ def build_plan(request: Request, platform: Platform, machine: Machine,
         env[NO_NCCL_ENV] = NO_NCCL_WINDOWS if platform.is_windows else NO_NCCL_NO_GPU
     reasons.extend(read_reasons)
     if script is not None:
-        from ddpstudio.core.scriptbatch import batch_reason as script_batch
+        from ddpstudio.core.scriptbatch import script_batch_reason
 
-        said = script_batch(tree, script.args, None if style == "spawn" else int(world.value))
+        said = script_batch_reason(tree, script.args, None if style == "spawn" else int(world.value))
         reasons += [said] if said else []
     if script is not None and script.local_rank_option:
         reasons.append(f"each rank also gets {script.local_rank_option}=N (its rank on this machine): the script "

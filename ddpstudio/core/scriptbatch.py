@@ -21,7 +21,7 @@ from ddpstudio.core.scriptargs import declared_options, option_values
 BATCH_DESTS = ("batch_size", "train_batch_size", "per_device_train_batch_size", "micro_batch_size", "batch", "bs")
 
 
-def batch_reason(tree: ast.AST | None, args: Sequence[str], world_size: int | None) -> str | None:
+def script_batch_reason(tree: ast.AST | None, args: Sequence[str], world_size: int | None) -> str | None:
     """The plan's line on the script's batch with ``world_size`` ranks (None: the script starts its own)."""
     options = declared_options(tree) if tree is not None else {}
     dest = next((d for d in BATCH_DESTS if d in options), None)

@@ -282,7 +282,7 @@ def not_python_problem(path: Path) -> Problem | None:
         return Problem("script", f"{path} is {OTHER_SCRIPTS[suffix]}, not a Python script; give the Python "
                                  "training script it runs (its python ... line), with that script's own "
                                  "arguments after '--'")
-    if b"\0" in head and path.suffix.lower() not in (".pyc", ".pyz"):  # both run under python
+    if b"\0" in head and suffix not in (".pyc", ".pyz"):  # both run under python
         return Problem("script", f"{path} is a binary file, not a Python script; give the .py training script")
     return None
 

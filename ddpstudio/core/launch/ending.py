@@ -71,7 +71,6 @@ class RunEnding:
             self._merged.close()
         return self.state
 
-
     def _delete_stores(self) -> None:
         """Once every rank is gone a store file is only a hazard: the next run on its path reads this one's
         addresses. A fresh store is ours alone; a fixed one is ours while we hold its claim (released after
