@@ -97,6 +97,8 @@ def recipe(args, env: dict[str, str], work: Path) -> dict:
     cmd = [sys.executable, "-m", "ddpstudio", "run", "--json", "--world-size", "1", "--model", args.model,
            "--image-size", str(args.image_size), "--batch-size", str(args.batch_size),
            "--max-steps", str(args.warmup + args.steps)]
+    if args.synthetic_samples:  # one epoch holds the whole window: no evaluation inside it
+        cmd += ["--synthetic-samples", str(args.batch_size * (args.warmup + args.steps))]
     if args.workers is not None:
         cmd += ["--workers", str(args.workers)]
     out = work / "recipe.out"
@@ -179,6 +181,9 @@ def main() -> int:
     p.add_argument("--source", type=Path, action="append",
                    help="a checkout whose recipe is measured (repeat to compare, e.g. before and after a "
                         "change; the ceiling comes from the first); default: this one")
+    p.add_argument("--synthetic-samples", action="store_true",
+                   help="size the recipe's epoch to hold the warm-up and the timed steps (so no epoch ends, and "
+                        "no evaluation runs, inside them); for trees since --synthetic-samples (4833c83)")
     p.add_argument("--timeout", type=float, default=900)
     args = p.parse_args()
     sources = [s.resolve() for s in args.source or [REPO]]

@@ -57,6 +57,20 @@ def kill_left(procs) -> None:
             proc.communicate(timeout=60)
 
 
+def single_rank_child(module: str, function: str, tmp_path: Path, timeout: float = 120):
+    """``module.function(store, out)`` in a process of its own (its own process group of one rank on the FileStore
+    ``tmp_path/store``), killed if the test fails; what it saved to ``tmp_path/out.pt``."""
+    import torch
+
+    code = f"import sys; from {module} import {function}; {function}(*sys.argv[1:])"
+    proc = subprocess.Popen([sys.executable, "-c", code, str(tmp_path / "store"), str(tmp_path / "out.pt")])
+    try:
+        assert proc.wait(timeout=timeout) == 0
+    finally:
+        kill_left([proc])
+    return torch.load(tmp_path / "out.pt")
+
+
 def checkpointed_side_by_side(home: Path, procs: dict) -> dict:
     """Runs started side by side under ``home``, each with ``--checkpoint-dir home/ck-NAME``: every one's events
     and last checkpoint once all exited 0. What a failure leaves is killed; none of home's processes is left."""

@@ -16,7 +16,7 @@ import sys
 import pytest
 import torch
 
-from tests.studio import kill_left
+from tests.studio import kill_left, single_rank_child
 
 STEPS = 4
 
@@ -144,12 +144,6 @@ def _solo(store: str, out: str) -> None:
 
 
 def test_one_rank_staged_hands_each_bucket_back_exactly(tmp_path):
-    code = "import sys; from tests.test_staged_pipeline import _solo; _solo(*sys.argv[1:])"
-    proc = subprocess.Popen([sys.executable, "-c", code, str(tmp_path / "store"), str(tmp_path / "out.pt")])
-    try:
-        assert proc.wait(timeout=120) == 0
-    finally:
-        kill_left([proc])
-    found = torch.load(tmp_path / "out.pt")
+    found = single_rank_child("tests.test_staged_pipeline", "_solo", tmp_path)
     for compression in ("none", "fp16"):  # nothing to average: no copy to the CPU, no float16 rounding
         assert found[compression] == {"hook": "solo_hook", "state": None, "same": True}

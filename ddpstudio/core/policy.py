@@ -26,6 +26,10 @@ from ddpstudio.core.platform import Platform
 from ddpstudio.core.rendezvous.glooiface import pin
 
 CPU_WORLD_SIZE = 2
+# The recipe with one rank trains the bare model (rank/onerank.py): DDP's per-parameter bucket work would be
+# spent on a process that has no one to exchange with.
+ONE_RANK_EXCHANGE = ("no gradient exchange: one rank has no one to exchange with, so the model trains "
+                     "without DistributedDataParallel's per-step bucket work")
 
 
 class PolicyError(ValueError):
@@ -248,7 +252,10 @@ def build_plan(request: Request, platform: Platform, machine: Machine,
     run_id = request.run_id or new_run_id()
     run_dir = paths.runs_dir() / run_id
     exchange, compression = choose_grad_exchange(request, str(backend.value), device, probe)
-    reasons = [backend.reason, *([gpus.reason()] if gpus else []), world.reason, store.reason, exchange.reason]
+    exchange_reason = exchange.reason
+    if request.recipe is not None and int(world.value) == 1:
+        exchange_reason = ONE_RANK_EXCHANGE  # rank/onerank.py
+    reasons = [backend.reason, *([gpus.reason()] if gpus else []), world.reason, store.reason, exchange_reason]
     if compression.reason:
         reasons.append(compression.reason)
     env: dict[str, str] = {"CUDA_VISIBLE_DEVICES": gpus.visible} if gpus else {}

@@ -22,7 +22,7 @@ from ddpstudio.core import protocol
 from ddpstudio.core.checkpoint import CheckpointError
 from ddpstudio.core.launch.hangwatch import BACKWARD, CHECKPOINT, DATA, EVAL, EXCHANGE, FORWARD, OPTIMIZER
 from ddpstudio.core.plan import Plan, RecipeSpec
-from ddpstudio.rank import balance, stopwatch
+from ddpstudio.rank import balance, exchangecount, stopwatch
 from ddpstudio.rank.baddata import DataProblem, stated_message
 from ddpstudio.rank.emit import Emitter, rank_from_env
 from ddpstudio.rank.heartbeat import Heartbeat, Marked, heartbeat
@@ -58,7 +58,6 @@ class Trainer:
     def setup(self) -> None:
         import torch
         import torch.distributed as dist
-        from torch.nn.parallel import DistributedDataParallel as DDP
         from torch.utils.data import DataLoader, DistributedSampler
 
         from ddpstudio.core.dataworkers import workers_in_rank
@@ -136,26 +135,15 @@ class Trainer:
         self.precision = precision.for_model(model, self.device.type, spec.amp)
         if self.precision.channels_last:
             model = model.to(memory_format=torch.channels_last)
-        # gradient_as_bucket_view: gradients live in DDP's buckets, no copy back out of them each step.
-        # No buffer sync before each forward: no broadcast of rank 0's BatchNorm buffers before every forward (a
-        # collective per step); the statistics are recomputed over all ranks before each evaluation and
-        # checkpoint instead (rank/bnstats.py), and training-mode BatchNorm does not read them.
-        # torch 2.14 renamed the switch (distributed.py: "`broadcast_buffers` is deprecated. Use
-        # `forward_sync_buffers` instead", a FutureWarning on every rank's stderr); older torch lacks it.
-        device_ids = [self.local_rank] if self.device.type == "cuda" else None
-        if "forward_sync_buffers" in inspect.signature(DDP.__init__).parameters:
-            self.model = DDP(model, device_ids=device_ids, gradient_as_bucket_view=True, forward_sync_buffers=False)
+        self.exchanges = None
+        if self.world_size == 1:  # nothing to exchange: the bare model (rank/onerank.py)
+            from ddpstudio.rank.onerank import OneRank
+
+            self.model = OneRank(model)
+            if exchangecount.enabled():
+                self.exchanges = exchangecount.ExchangeCount()  # stays 0: one rank never exchanges
         else:
-            self.model = DDP(model, device_ids=device_ids, gradient_as_bucket_view=True, broadcast_buffers=False)
-        from ddpstudio.rank.staged import register
-
-        from ddpstudio.rank import exchangecount
-
-        # Tests count the exchanges through a hook wrapper (rank/exchangecount.py); runs register as always.
-        self.exchanges = exchangecount.register_counted(self.model, self.plan.grad_exchange,
-                                                        self.plan.grad_compression) if exchangecount.enabled() else None
-        if self.exchanges is None:
-            register(self.model, self.plan.grad_exchange, self.plan.grad_compression)
+            self.model = self._ddp(model)
         # The linear scaling rule against the effective batch: one micro-batch's lr x ranks x accumulate.
         self.lr = spec.lr * (self.world_size * self.accumulate if spec.scale_lr else 1)
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=self.lr, momentum=0.9, weight_decay=1e-4)
@@ -174,6 +162,30 @@ class Trainer:
         self.beat = heartbeat() or Heartbeat()
         self.val_loader = Marked(self.val_loader, self.beat, EVAL)
         self.calibration = Marked(self.calibration, self.beat, EVAL)
+
+    def _ddp(self, model):
+        """``model`` in DistributedDataParallel, with the plan's gradient exchange registered."""
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
+        from ddpstudio.rank.staged import register
+
+        # gradient_as_bucket_view: gradients live in DDP's buckets, no copy back out of them each step.
+        # No buffer sync before each forward: no broadcast of rank 0's BatchNorm buffers before every forward (a
+        # collective per step); the statistics are recomputed over all ranks before each evaluation and
+        # checkpoint instead (rank/bnstats.py), and training-mode BatchNorm does not read them.
+        # torch 2.14 renamed the switch (distributed.py: "`broadcast_buffers` is deprecated. Use
+        # `forward_sync_buffers` instead", a FutureWarning on every rank's stderr); older torch lacks it.
+        device_ids = [self.local_rank] if self.device.type == "cuda" else None
+        if "forward_sync_buffers" in inspect.signature(DDP.__init__).parameters:
+            ddp = DDP(model, device_ids=device_ids, gradient_as_bucket_view=True, forward_sync_buffers=False)
+        else:
+            ddp = DDP(model, device_ids=device_ids, gradient_as_bucket_view=True, broadcast_buffers=False)
+        # Tests count the exchanges through a hook wrapper (rank/exchangecount.py); runs register as always.
+        if exchangecount.enabled():
+            self.exchanges = exchangecount.register_counted(ddp, self.plan.grad_exchange, self.plan.grad_compression)
+        else:
+            register(ddp, self.plan.grad_exchange, self.plan.grad_compression)
+        return ddp
 
     # -- checkpoints -----------------------------------------------------
     def _resume(self) -> None:
