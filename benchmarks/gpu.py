@@ -1,6 +1,6 @@
 """DDP Studio on one GPU in one short call: one markdown table of ratios measured side by side (issue 20).
 
-    python3 benchmarks/gpu.py [--cpu] [--rounds N] [--parts ceiling,launch,exchange] [--json out.json]
+    python3 benchmarks/gpu.py [--cpu] [--rounds N] [--budget S] [--parts ceiling,launch,exchange] [--json out.json]
 
 Three parts, each a ratio of two things measured in the same call on the same machine:
 
@@ -15,6 +15,10 @@ Three parts, each a ratio of two things measured in the same call on the same ma
 * ``exchange``: two Gloo ranks sharing one GPU, each stepping native, staged and staged + fp16 DDP
   copies of one model in turn (``exchange.py --paired``) under ``torch.use_deterministic_algorithms``;
   the speed against native, and whether each copy's parameters still equal native's afterwards.
+
+On a GPU the call keeps to a budget (``--budget``, 290 s): the exchange part (of fixed length) runs first,
+then the ceiling and launch parts each run their first round and then another while its last one still
+fits, up to ``--rounds``; the table says how many rounds each ratio had.
 
 Without CUDA (or with ``--cpu``) the same parts run in a reduced form on the CPU (smaller models,
 fewer steps), so CI can check that the script works; its ratios say little about a GPU. The script
@@ -46,6 +50,8 @@ import overhead  # noqa: E402
 import rank_helper  # noqa: E402
 
 PARTS = ("ceiling", "launch", "exchange")
+ORDER = ("exchange", "ceiling", "launch")  # the part of fixed length first, then those whose rounds fit the budget
+BUDGET_S = 290.0  # on a GPU: issue 20 asks for under 5 minutes in one call
 
 
 @dataclass(frozen=True)
@@ -86,6 +92,46 @@ class Row:
     reference: str
     ratio: float | None
     note: str = ""
+
+
+class Deadline:
+    """The whole call's time budget: a part starts another round only if its last round fits before the end.
+
+    A round of the ceiling part (two models, each a tight loop and a recipe launch) took 73 s on an H200, one
+    of the launch part (three launches) about 60 s, and the exchange part 40 s in all (2026-11-28): three
+    rounds of everything took 450 s, past the 5 minutes issue 20 allows, so the rounds adapt to the budget.
+    """
+
+    def __init__(self, seconds: float | None) -> None:
+        self.seconds = seconds
+        self.end = None if seconds is None else time.monotonic() + seconds
+
+    def rounds(self, most: int) -> Rounds:
+        return Rounds(self, most)
+
+
+class Rounds:
+    """Iterates round numbers up to ``most``: always the first, then each next one whose time (the last round's)
+    still fits the deadline; says afterwards how many ran and why it stopped."""
+
+    def __init__(self, deadline: Deadline, most: int) -> None:
+        self.deadline, self.most, self.ran, self.cut = deadline, most, 0, False
+
+    def __iter__(self):
+        last = 0.0
+        for r in range(self.most):
+            if r and self.deadline.end is not None and time.monotonic() + last > self.deadline.end:
+                self.cut = True
+                return
+            started = time.monotonic()
+            yield r
+            last, self.ran = time.monotonic() - started, r + 1
+
+    def said(self, how: str) -> str:
+        text = f"{self.ran} {how} round{'s' if self.ran != 1 else ''}"
+        if self.cut:
+            text += f" (of {self.most}: the next did not fit the {self.deadline.seconds:.0f} s budget)"
+        return text
 
 
 def recipe_precision(device: str, convolutional: bool = True):
@@ -162,29 +208,35 @@ def recipe(model: str, size: int, batch: int, sizes: Sizes, work: Path, timeout:
     return launch.samples_per_s, statistics.median(w for w in waits if w is not None) if waits else float("nan")
 
 
-def part_ceiling(sizes: Sizes, device: str, work: Path, timeout: float, rounds: int = 1) -> list[Row]:
-    """Per model, ``rounds`` rounds of the tight loop and the recipe, in alternating order (a GPU's speed
-    drifts by 10-20 % between minutes on a shared machine); the ratio of their medians."""
-    rows = []
-    for n, (model, size, batch) in enumerate(sizes.ceiling, 1):
-        tops, gots, waits = [], [], []
-        for r in range(rounds):
+def part_ceiling(sizes: Sizes, device: str, work: Path, timeout: float, rounds: int = 1,
+                 deadline: Deadline | None = None) -> list[Row]:
+    """Per model, up to ``rounds`` rounds of the tight loop and the recipe, in alternating order (a GPU's speed
+    drifts by 10-20 % between minutes on a shared machine), as many as ``deadline`` leaves time for; the ratio
+    of their medians. A round measures every model, so each model's pairs come from the same minutes."""
+    deadline = deadline or Deadline(None)
+    tops: dict[int, list[float]] = {n: [] for n in range(len(sizes.ceiling))}
+    gots: dict[int, list[float]] = {n: [] for n in range(len(sizes.ceiling))}
+    waits: dict[int, list[float]] = {n: [] for n in range(len(sizes.ceiling))}
+    done = deadline.rounds(rounds)
+    for r in done:
+        for n, (model, size, batch) in enumerate(sizes.ceiling):
             print(f"ceiling: {model} {size} px [{r + 1}/{rounds}] ...", file=sys.stderr, flush=True)
             first_recipe = r % 2 == 1
             if first_recipe:
-                got, wait = recipe(model, size, batch, sizes, work, timeout, 10 * n + r)
-            tops.append(ceiling(model, size, batch, sizes, device))
+                got, wait = recipe(model, size, batch, sizes, work, timeout, 10 * (n + 1) + r)
+            tops[n].append(ceiling(model, size, batch, sizes, device))
             if not first_recipe:
-                got, wait = recipe(model, size, batch, sizes, work, timeout, 10 * n + r)
-            gots.append(got)
-            waits.append(wait)
-        top, got = statistics.median(tops), statistics.median(gots)
-        pairs = ", ".join(f"{g / t:.3f}" for g, t in zip(gots, tops))
+                got, wait = recipe(model, size, batch, sizes, work, timeout, 10 * (n + 1) + r)
+            gots[n].append(got)
+            waits[n].append(wait)
+    rows = []
+    for n, (model, size, batch) in enumerate(sizes.ceiling):
+        top, got = statistics.median(tops[n]), statistics.median(gots[n])
+        pairs = ", ".join(f"{g / t:.3f}" for g, t in zip(gots[n], tops[n]))
         rows.append(Row("recipe / ceiling", f"{model} {size} px, batch {batch}, {recipe_precision(device).name}",
                         f"recipe {got:,.1f} samples/s", f"tight loop {top:,.1f} samples/s", got / top,
-                        f"recipe's data_wait {statistics.median(waits):.2f}; {rounds} alternating round"
-                        f"{'s' if rounds != 1 else ''}; pairs {pairs}"))
-        print(table(rows[-1:]), file=sys.stderr, flush=True)  # each model's row at once
+                        f"recipe's data_wait {statistics.median(waits[n]):.2f}; {done.said('alternating')}; "
+                        f"pairs {pairs}"))
     return rows
 
 
@@ -214,14 +266,15 @@ def studio_once(script: Path, helper: bool, args: argparse.Namespace) -> float:
     return got["steps_per_s"]
 
 
-def part_launch(sizes: Sizes, rounds: int, work: Path, timeout: float) -> list[Row]:
+def part_launch(sizes: Sizes, rounds: int, work: Path, timeout: float, deadline: Deadline | None = None) -> list[Row]:
     args = argparse.Namespace(model=sizes.launch_model, warmup=max(5, sizes.launch_steps // 10),
                               steps=sizes.launch_steps, world_size=sizes.launch_world, timeout=timeout)
     script = work / "ddp_plain_script.py"
     script.write_text(rank_helper.SCRIPT, encoding="utf-8")
     kinds = ("torchrun", "helper", "no helper")
     got: dict[str, list[float]] = {k: [] for k in kinds}
-    for r in range(rounds):
+    done = (deadline or Deadline(None)).rounds(rounds)
+    for r in done:
         for kind in kinds[r % 3:] + kinds[:r % 3]:  # rotate: no launch always goes first
             print(f"launch [{r + 1}/{rounds}]: {kind} ...", file=sys.stderr, flush=True)
             got[kind].append(torchrun_once(script, args) if kind == "torchrun"
@@ -234,7 +287,7 @@ def part_launch(sizes: Sizes, rounds: int, work: Path, timeout: float) -> list[R
         rows.append(Row("studio / torchrun", f"{what}, {flag}",
                         f"studio {statistics.median(got[kind]):,.1f} steps/s",
                         f"torchrun {statistics.median(got['torchrun']):,.1f} steps/s", statistics.median(ratios),
-                        f"{rounds} rotating round{'s' if rounds > 1 else ''}; pairs "
+                        f"{done.said('rotating')}; pairs "
                         + ", ".join(f"{v:.3f}" for v in ratios)))
     return rows
 
@@ -297,6 +350,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cpu", action="store_true", help="the reduced CPU form even where CUDA is available")
     p.add_argument("--parts", default=",".join(PARTS), help=f"which parts (default {','.join(PARTS)})")
     p.add_argument("--rounds", type=int, help="rounds of the ceiling and launch parts (default 3 on a GPU, 1 on the CPU)")
+    p.add_argument("--budget", type=float, help="seconds the whole call may take: rounds after the first are left out "
+                   "when they would not fit (default 290 on a GPU, none on the CPU)")
     p.add_argument("--timeout", type=float, default=240.0, help="seconds per launch before it fails")
     p.add_argument("--json", metavar="PATH", help="also write the rows as JSON")
     args = p.parse_args(argv)
@@ -314,27 +369,32 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="ddpstudio-gpu-bench-"))
     os.environ.setdefault("DDPSTUDIO_HOME", str(work / "home"))
     started = time.monotonic()
-    rows: list[Row] = []
+    deadline = Deadline(args.budget if args.budget is not None else (BUDGET_S if device == "cuda" else None))
+    measured: dict[str, list[Row]] = {}
     head = machine_line(device)
-    measure = {"ceiling": lambda: part_ceiling(sizes, device, work, args.timeout, rounds),
-               "launch": lambda: part_launch(sizes, rounds, work, args.timeout),
+    measure = {"ceiling": lambda: part_ceiling(sizes, device, work, args.timeout, rounds, deadline),
+               "launch": lambda: part_launch(sizes, rounds, work, args.timeout, deadline),
                "exchange": lambda: part_exchange(sizes, device, sizes.exchange_rounds)}
     try:
-        for part in (x for x in PARTS if x in parts):
-            got = measure[part]()
-            rows += got
+        for part in (x for x in ORDER if x in parts):
+            got = measured[part] = measure[part]()
             # Each part's rows as soon as it ends: a call cut short by its time limit keeps what it measured.
             print(f"\n{table(got)}", file=sys.stderr, flush=True)
             if args.json:
-                write_json(args.json, head, device, time.monotonic() - started, rows)
+                write_json(args.json, head, device, time.monotonic() - started, in_order(measured))
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    took = time.monotonic() - started
+    took, rows = time.monotonic() - started, in_order(measured)
     print(f"\n{head}\n\n{table(rows)}\n\nMeasured in {took:.0f} s"
           f"{'' if device == 'cuda' else ' (the reduced CPU form: its ratios say little about a GPU)'}.")
     if args.json:
         write_json(args.json, head, device, took, rows)
     return 0
+
+
+def in_order(measured: dict[str, list[Row]]) -> list[Row]:
+    """The rows in the table's order (ceiling, launch, exchange), whatever order the parts ran in."""
+    return [row for part in PARTS for row in measured.get(part, [])]
 
 
 def write_json(path: str, head: str, device: str, took: float, rows: list[Row]) -> None:

@@ -97,7 +97,8 @@ def bench(request, tmp_path_factory):
     home = work / "home"  # the script's and its children's: how what a failure leaves is found
     with open(work / "stdout.txt", "w") as out, open(work / "stderr.txt", "w") as err:  # files: no pipe fills up
         proc = subprocess.Popen([PYTHON, str(REPO / "benchmarks" / "gpu.py"), "--cpu", "--parts", ",".join(parts),
-                                 "--json", str(work / "gpu.json")], stdout=out, stderr=err, stdin=subprocess.DEVNULL,
+                                 # A budget of 0 s: the first round runs, the second is left out (and said so).
+                                 "--rounds", "2", "--budget", "0", "--json", str(work / "gpu.json")], stdout=out, stderr=err, stdin=subprocess.DEVNULL,
                                 env={**os.environ, "PYTHONPATH": str(REPO), "DDPSTUDIO_HOME": str(home)})
     yield Bench(proc, parts, work / "gpu.json", work / "stdout.txt", work / "stderr.txt")
     kill_left([proc])
@@ -116,6 +117,9 @@ def test_the_cpu_form_prints_one_table_with_a_number_for_every_ratio(part, bench
         assert row["ratio"] is not None and math.isfinite(row["ratio"]) and row["ratio"] > 0, row  # None: "failed"
         if part == "exchange":
             assert "bit-identical to native" in row["note"] or "differ from native by up to" in row["note"], row
+        else:
+            order = "alternating" if part == "ceiling" else "rotating"
+            assert f"1 {order} round (of 2: the next did not fit the 0 s budget); pairs " in row["note"], row
     if part != bench.parts[-1]:
         return
 
