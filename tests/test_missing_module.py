@@ -11,6 +11,7 @@ import subprocess
 import sys
 
 from ddpstudio.core.platform import LINUX, WINDOWS
+from ddpstudio.gui.hints import hints_for
 from ddpstudio.gui.missing_module import install_command, missing_module, missing_module_hint
 
 
@@ -39,3 +40,13 @@ def test_an_installed_app_installs_with_its_bundled_uv_into_its_own_environment(
     (root / "uv.exe").unlink()  # no uv beside it: not an installed app
     assert install_command("timm", prefix=str(root / "env"), executable="/x/python", platform=LINUX) == \
         "/x/python -m pip install timm"
+
+
+def test_a_script_run_in_a_python_of_the_users_installs_there():
+    chosen = r"C:\Users\me\envs\ml lab\Scripts\python.exe"
+    hint = missing_module_hint("ModuleNotFoundError: No module named 'timm'", chosen=chosen, platform=WINDOWS)
+    assert hint.title == "The script needs timm, which the Python you chose does not have"
+    assert f'"{chosen}" -m pip install timm' in hint.text.splitlines()
+    assert "DDP Studio's Python environment" not in hint.text  # not DDP Studio's: it is not where the ranks run
+    assert hints_for("No module named 'timm'", python="/envs/ml/bin/python")[-1].text == missing_module_hint(
+        "No module named 'timm'", chosen="/envs/ml/bin/python").text

@@ -68,6 +68,10 @@ def source_plan(source: list[str], platform=None):
         module_problem = module_as_script(run_args)
         if module_problem:
             raise JobError(module_problem)
+        if run_args.python is not None:
+            raise JobError(f"--python {run_args.python} is a Python on this machine; each node of the cluster runs "
+                           "the python of its own environment (the job says which one is left to you): leave "
+                           "--python out")
         # The data, the script and free ports belong to the cluster, not this machine; so do the cores and
         # memory that bound the ranks and DataLoader workers (core/capacity.py): no bound of this machine's.
         run_args.oversubscribe = True

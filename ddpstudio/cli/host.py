@@ -58,6 +58,9 @@ def main(args: argparse.Namespace) -> int:
     if args.script and args.store_path:
         return fail("your own script across machines meets at this machine's port (its ranks use "
                     "MASTER_ADDR/MASTER_PORT or the host's URL); leave out --store-path")
+    if getattr(args, "python", None) is not None:
+        return fail(f"--python {args.python}: over several machines every machine's ranks run in its own DDP Studio's "
+                    "Python, so that all have the same torch; --python is for a run on one machine")
     if args.script and _style(args) == "spawn":
         return fail(nodescript.SPAWN_REFUSED)
     if args.gpus is not None:

@@ -37,6 +37,10 @@ def add_parser(sub) -> None:
                            "do: found from the working folder (mypkg.train is mypkg/train.py there). A --script "
                            "that imports relatively or imports its own package runs so by itself; the plan "
                            "says so")
+    what.add_argument("--python", metavar="PATH",
+                      help="the Python your script's ranks run in: an environment's python (or its folder) that "
+                           "has your script's packages and PyTorch; checked before the start. Default: DDP "
+                           "Studio's own Python")
     what.add_argument("--script-style", choices=("args", "env", "spawn"),
                       help="args: started once per rank, distributed settings appended as arguments (PyTorch "
                            "examples style); env: torchrun's environment variables; spawn: started once, the "
@@ -157,7 +161,8 @@ def build_request(args: argparse.Namespace):
         template = args.dist_args if args.dist_args is not None else (
             DEFAULT_SPAWN_ARGS if style == "spawn" else DEFAULT_DIST_ARGS)  # "" is a template too: nothing added
         request.script = ScriptSpec(path=args.script, args=list(args.script_args), style=style, dist_args=template,
-                                    one_gpu_per_rank=args.one_gpu_per_rank, module=getattr(args, "module", None))
+                                    one_gpu_per_rank=args.one_gpu_per_rank, module=getattr(args, "module", None),
+                                    python=getattr(args, "python", None))
         return request
     # Options left out are None (so that cli/runconflicts.py sees what was typed): RecipeSpec's defaults.
     dataset = args.dataset or ("synthetic" if args.data is None else _guess_dataset(args.data))

@@ -17,9 +17,11 @@ RECIPE_ONLY = {"model": "--model", "data": "--data", "dataset": "--dataset", "ep
                "no_amp": "--no-amp", "checkpoint_dir": "--checkpoint-dir", "resume": "--resume",
                "accumulate": "--accumulate", "checkpoint_every": "--checkpoint-every",
                "balance": "--balance", "synthetic_samples": "--synthetic-samples"}
-SCRIPT_ONLY = {"script_style": "--script-style", "dist_args": "--dist-args", "no_rank_helper": "--no-rank-helper"}
+SCRIPT_ONLY = {"script_style": "--script-style", "dist_args": "--dist-args", "no_rank_helper": "--no-rank-helper",
+               "python": "--python"}
 # Path options an unset shell variable empties ("--script $TRAIN"): what to give instead.
-PATHS = {"script": "the path of your training script", "data": "the data folder",
+PATHS = {"script": "the path of your training script", "python": "your environment's python",
+         "data": "the data folder",
          "store_path": "the store file's path", "checkpoint_dir": "the checkpoint folder"}
 
 

@@ -90,6 +90,9 @@ class ScriptSpec:
     # script that imports relatively or imports its own package. Set by the plan from the script, or by
     # ``--module``; None runs ``path`` as a file.
     module: str | None = None
+    # The Python the ranks run in, as the user gave it (core/userpython.py: checked, and the rank helper
+    # given DDP Studio's package); None runs them in DDP Studio's own.
+    python: str | None = None
 
     def entry(self) -> list[str]:
         """What follows ``python -u``: the script's path, or ``-m`` and its module."""

@@ -312,7 +312,10 @@ def build_plan(request: Request, platform: Platform, machine: Machine,
     if script is not None and script.local_rank_option:
         reasons.append(f"each rank also gets {script.local_rank_option}=N (its rank on this machine): the script "
                        "takes that option, which torch.distributed.launch gave it")
-    interpreter = rank_interpreter(console_python(sys.executable, platform), platform)
+    if script is not None and script.python:
+        interpreter = _user_interpreter(script.python, platform, device, request.rank_helper, env, reasons)
+    else:
+        interpreter = rank_interpreter(console_python(sys.executable, platform), platform)
     env.update(interpreter.env)
     env.update(request.extra_env)
 
@@ -348,6 +351,23 @@ def build_plan(request: Request, platform: Platform, machine: Machine,
         max_restarts=request.max_restarts, auto=auto_choices(request),
         hang_timeout=request.hang_timeout, on_hang=request.on_hang,
     )
+
+
+def _user_interpreter(python: str, platform: Platform, device: str, helper: bool, env: dict[str, str],
+                      reasons: list[str]):
+    """The interpreter the user chose for the script's ranks, checked (core/userpython.py); the rank helper is
+    told where DDP Studio's package is."""
+    from ddpstudio.core import userpython
+    from ddpstudio.core.launch.interpreter import rank_interpreter
+
+    try:
+        facts = userpython.check(python, platform, needs_cuda=device == "cuda", helper=helper)
+    except userpython.UserPythonError as exc:
+        raise PolicyError(str(exc), "python") from None
+    if helper:
+        env[userpython.PACKAGE_DIR_ENV] = userpython.package_dir()
+    reasons.append(facts.reason())
+    return rank_interpreter(facts.path, platform, base_executable=facts.base_executable, in_venv=facts.in_venv)
 
 
 def _script_as_read(spec: ScriptSpec | None) -> tuple[ScriptSpec | None, list[str], bool, ast.Module | None]:

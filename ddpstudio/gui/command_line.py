@@ -43,6 +43,7 @@ def run_arguments(s: SetupState, platform: Platform | None = None) -> list[str]:
             flag("--dist-args", s.dist_args, DEFAULT_SPAWN_ARGS if s.script_style == "spawn" else DEFAULT_DIST_ARGS)
         if s.one_gpu_per_rank:
             args.append("--one-gpu-per-rank")
+        flag("--python", s.script_python.strip())
     else:
         flag("--model", s.model.strip(), RecipeSpec.model)
         flag("--dataset", s.data, "synthetic")

@@ -27,6 +27,10 @@ FIELD_HELP: dict[str, str] = {
     "script_cwd": "The folder your script runs in (relative paths in it resolve here). "
                   "Default: the script's own folder; for a module of a package, which runs as python -m "
                   "pkg.train, the folder above the package.",
+    "script_python": "The Python your script's ranks run in: the python of the environment (venv, conda) that "
+                     "has your script's packages and PyTorch, or that environment's folder. It is checked before "
+                     "the start (it must import torch, with CUDA for a GPU run). Default: DDP Studio's own Python "
+                     "(empty), which has torch and torchvision only.",
     "world_size": "How many processes (ranks) train together; each holds a full copy of the model. "
                   "Default: one per GPU, or 2 on the CPU.",
     "backend": "How ranks exchange gradients. NCCL is the fast GPU path but is not built into PyTorch for "

@@ -36,6 +36,7 @@ class SetupState:
     script_args: str = ""
     dist_args: str = DEFAULT_DIST_ARGS
     script_cwd: str = ""
+    script_python: str = ""  # the Python the script's ranks run in; empty: DDP Studio's own (core/userpython.py)
     world_size: int = 0  # 0: one per GPU (2 on the CPU)
     backend: str = "auto"
     store: str = "fresh"  # fresh | fixed | tcp
@@ -133,7 +134,8 @@ class SetupState:
             request.script = ScriptSpec(path=self.script_path.strip(), args=args,
                                         style=self.script_style,
                                         dist_args=self.dist_args, cwd=self.working_folder(),
-                                        one_gpu_per_rank=self.one_gpu_per_rank)
+                                        one_gpu_per_rank=self.one_gpu_per_rank,
+                                        python=self.script_python.strip() or None)
         else:
             request.recipe = RecipeSpec(
                 model=self.model.strip(), data=self.data, data_dir=self.data_dir.strip() or None,
@@ -173,6 +175,7 @@ def from_plan(plan: Plan, platform: Platform | None = None) -> SetupState:
         if s.cwd and SetupState(script_path=s.path).working_folder() == s.cwd:
             state.script_cwd = ""  # the default, shown as such: it follows the script
         state.one_gpu_per_rank = s.one_gpu_per_rank
+        state.script_python = s.python or ""
     elif plan.recipe is not None:
         r = plan.recipe
         state.model, state.data, state.data_dir, state.image_size = r.model, r.data, r.data_dir or "", r.image_size

@@ -99,8 +99,9 @@ _RULES: tuple[tuple[Hint, tuple[str, ...]], ...] = (
 )
 
 
-def hints_for(*texts: str) -> list[Hint]:
-    """Hints whose words appear in any of ``texts`` (summary, message, traceback), most specific first."""
+def hints_for(*texts: str, python: str | None = None) -> list[Hint]:
+    """Hints whose words appear in any of ``texts`` (summary, message, traceback), most specific first;
+    ``python``: the interpreter the user chose for the script, if any (the missing-module hint names it)."""
     haystack = "\n".join(t for t in texts if t).lower()
     found = [hint for hint, words in _RULES if any(w in haystack for w in words)]
     if any(h.key == "stale_store" for h in found):
@@ -109,7 +110,7 @@ def hints_for(*texts: str) -> list[Hint]:
         found = [h for h in found if h.key != "busy_port"]
     from ddpstudio.gui.missing_module import missing_module_hint  # it builds its text from the module named
 
-    missing = missing_module_hint(*texts)
+    missing = missing_module_hint(*texts, chosen=python)
     return found + ([missing] if missing is not None else [])
 
 

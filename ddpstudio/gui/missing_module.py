@@ -51,12 +51,20 @@ def install_command(project: str, prefix: str = sys.prefix, executable: str = sy
 
 
 def missing_module_hint(*texts: str, prefix: str = sys.prefix, executable: str = sys.executable,
-                        platform: Platform | None = None) -> Hint | None:
-    """The hint for a failure whose text names a missing module, or None."""
+                        platform: Platform | None = None, chosen: str | None = None) -> Hint | None:
+    """The hint for a failure whose text names a missing module, or None. ``chosen``: the Python the user chose
+    for the script (core/userpython.py), where the package belongs instead of DDP Studio's."""
     name = missing_module(*texts)
     if name is None:
         return None
     project = PROJECTS.get(name, name)
+    if chosen:
+        line = cmdline.shell_line([chosen, "-m", "pip", "install", project], platform or current())
+        return Hint("missing_module", f"The script needs {name}, which the Python you chose does not have",
+                    f"The ranks run in the Python you chose for the script ({chosen}), which does not have "
+                    f"{name}. If {name} is a package from PyPI, install it there from a terminal:\n{line}\n(the "
+                    f"PyPI name may differ from the import name; in a conda environment, conda install works "
+                    f"too). If {name} is your own code, keep it in the script's folder or its package.")
     return Hint("missing_module", f"The script needs {name}, which DDP Studio's Python does not have",
                 f"The ranks run in DDP Studio's Python environment ({prefix}), which has PyTorch, torchvision "
                 f"and the app but not {name}. If {name} is a package from PyPI, install it there from a "

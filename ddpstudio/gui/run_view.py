@@ -9,6 +9,8 @@ from the buffers and redraws what changed.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from PySide6.QtCore import QTimer, Slot
 from PySide6.QtWidgets import QLabel, QTabWidget, QVBoxLayout, QWidget
 
@@ -118,7 +120,7 @@ class RunView(QWidget):
         summary = final.get("summary") or "no error message"
         tail = cause.get("traceback_tail") or []
         errors = [str(e.get("message", "")) for e in (metrics.errors if metrics else [])]
-        hints = hints_for(summary, cause.get("message", ""), *tail, *errors)
+        hints = hints_for(summary, cause.get("message", ""), *tail, *errors, python=_chosen_python(final))
         self.error_panel.show_failure(title, summary, tail, hints, final.get("run_dir") or "")
 
     def show_outcome(self, final: dict, metrics: RunMetrics | None, title: str = "The run failed") -> bool:
@@ -177,3 +179,14 @@ class RunView(QWidget):
         changed |= self.progress.refresh()
         changed |= self.log_view.flush()
         return changed
+
+
+def _chosen_python(final: dict) -> str | None:
+    """The Python the user chose for the run's script (its plan's ``script.python``), if any."""
+    from ddpstudio.core.plan import Plan
+
+    try:
+        plan = Plan.read(Path(final["run_dir"]) / "plan.json")
+    except (KeyError, TypeError, OSError, ValueError):
+        return None
+    return plan.script.python if plan.script is not None else None

@@ -25,7 +25,7 @@ from ddpstudio.gui.style_offer import StyleOffer
 INVALID_STYLE = "border: 1px solid #c62828; border-radius: 2px;"
 ERROR_COLOUR = "#c62828"
 # The core's problem fields that have no widget of that name.
-FIELD_ALIASES = {"script": "script_path", "cwd": "script_cwd", "script_style": "workload"}
+FIELD_ALIASES = {"script": "script_path", "cwd": "script_cwd", "script_style": "workload", "python": "script_python"}
 # The core's problem fields set outside the form (the GPU cards' check boxes): their problems show at its top.
 OUTSIDE_LABELS = {"gpus": "GPUs"}
 
@@ -79,6 +79,7 @@ class SetupForm(QWidget):
         e["script_args"].setPlaceholderText("--epochs 10 --lr 0.1")
         e["dist_args"] = QLineEdit()
         e["script_cwd"] = PathEdit(FOLDER, "Working folder", dialogs, "the script's folder if empty")
+        e["script_python"] = PathEdit(FILE, "Python", dialogs, "DDP Studio's own Python if empty")
         e["world_size"] = _spin(0, 1024, special="auto (one per GPU; 2 on the CPU)")
         e["backend"] = _combo([("auto", "auto"), ("gloo", "gloo"), ("nccl", "nccl")])
         e["store"] = _combo([("fresh", "Fresh FileStore for each run (recommended)"),
@@ -124,7 +125,7 @@ class SetupForm(QWidget):
         what = self._group("What to train", [
             ("workload", "&Kind:"), ("model", "&Model:"), ("data", "&Data:"), ("data_dir", "Data folder:"),
             ("image_size", "Image size:"), ("script_path", "Scr&ipt:"), ("script_args", "&Arguments:"),
-            ("dist_args", "Distributed args:"), ("script_cwd", "&Working folder:")])
+            ("dist_args", "Distributed args:"), ("script_cwd", "&Working folder:"), ("script_python", "Python:")])
         dist = self._group("Distributed", [
             ("world_size", "Ranks:"), ("backend", "&Backend:"), ("store", "St&ore:"),
             ("store_path", "Store path:"), ("port", "Port:"), ("grad_exchange", "Gradient exchange:"),
@@ -227,6 +228,7 @@ class SetupForm(QWidget):
             data=e["data"].currentData(), data_dir=e["data_dir"].text(), image_size=e["image_size"].value(),
             script_path=e["script_path"].text(), script_args=e["script_args"].text(),
             dist_args=e["dist_args"].text(), script_cwd=e["script_cwd"].text(),
+            script_python=e["script_python"].text(),
             world_size=e["world_size"].value(), backend=e["backend"].currentData(),
             store=e["store"].currentData(), store_path=e["store_path"].text(), port=e["port"].value(),
             batch_size=e["batch_size"].value(), batch_mode=e["batch_mode"].currentData(),
@@ -252,7 +254,8 @@ class SetupForm(QWidget):
                 index = e[name].findData(getattr(state, name))
                 e[name].setCurrentIndex(max(index, 0))
             e["model"].setCurrentText(state.model)
-            for name in ("data_dir", "script_path", "script_args", "script_cwd", "store_path", "checkpoint_dir"):
+            for name in ("data_dir", "script_path", "script_args", "script_cwd", "script_python", "store_path",
+                         "checkpoint_dir"):
                 e[name].setText(getattr(state, name))
             e["dist_args"].setText(state.dist_args or DEFAULT_DIST_ARGS)
             for name in ("image_size", "world_size", "port", "batch_size", "epochs", "max_steps", "workers", "lr",
@@ -282,7 +285,7 @@ class SetupForm(QWidget):
         for name in ("model", "data", "image_size"):
             self._set_row_visible(name, recipe)
         self._set_row_visible("data_dir", recipe and s.data != "synthetic")
-        for name in ("script_path", "script_args", "script_cwd"):
+        for name in ("script_path", "script_args", "script_cwd", "script_python"):
             self._set_row_visible(name, not recipe)
         self._set_row_visible("dist_args", s.workload in ("script-args", "script-spawn"))
         self._set_row_visible("world_size", s.workload != "script-spawn")  # the script decides

@@ -21,6 +21,8 @@ DEFAULT_PORT = 29500
 MACHINE_LOCAL = {
     "GLOO_SOCKET_IFNAME": "names an adapter of this machine (the loopback pin of a one-machine run)",
     "__PYVENV_LAUNCHER__": "the path of this machine's Windows virtual environment",
+    "DDPSTUDIO_PACKAGE_DIR": "where DDP Studio is installed on this machine, for the rank helper in the Python you "
+                             "chose for your script",
     "USE_LIBUV": "the Windows TCPStore workaround (pytorch #139990); Linux wheels have libuv",
     "DDPSTUDIO_NO_NCCL": "the swap of a script's NCCL for Gloo on Windows or without GPUs; a cluster's GPUs have NCCL",
     "TORCHELASTIC_USE_AGENT_STORE": "DDP Studio's stand-in for torchrun's agent; torchrun sets its own",
@@ -86,6 +88,8 @@ def cluster_job(plan: Plan, shape: Shape, source: str, workers: int | None = Non
                   f"(this run had {plan.world_size})",
                   f"backend {backend} on {device}" + (" (NCCL: the Linux GPU backend)" if backend == "nccl" else "")]
     left = ["a Python environment with torch and ddpstudio on every node (the image or module to load)"]
+    if plan.script is not None and plan.script.python:
+        left[0] += f", and the packages your script used from {plan.script.python} here"
     env, dropped = {}, []
     for key, value in sorted(plan.env.items()):
         if key in MACHINE_LOCAL:

@@ -73,6 +73,27 @@ class _Watch:
         return spec
 
 
+class _OwnPackage:
+    """In a Python of the user's choosing (core/userpython.py): ``ddpstudio`` from DDP Studio's folder, and only
+    it, so nothing else there (its torch) comes before the environment's own."""
+
+    def __init__(self, folder):
+        self.folder = folder
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "ddpstudio":
+            return None
+        from importlib.machinery import PathFinder
+
+        return PathFinder.find_spec(name, [self.folder])
+
+
+def _find_own_package():
+    folder = os.environ.get("DDPSTUDIO_PACKAGE_DIR")  # core.userpython.PACKAGE_DIR_ENV
+    if folder:
+        sys.meta_path.insert(0, _OwnPackage(folder))
+
+
 def _say_no_torch():
     """At exit, when torch was never imported: this rank joined no process group (core/launch/outcome.py)."""
     if WATCHED in sys.modules or "torch" in sys.modules:
@@ -144,6 +165,7 @@ def _watch_launcher():
         _warn("could not watch the launcher (the parent-death signal still ends this rank)", exc)
 
 
+_find_own_package()
 _chain()
 _spawned_rank()
 _watch_for_stop()
