@@ -149,3 +149,35 @@ def test_the_ranks_run_in_the_chosen_environment_with_the_rank_helper(studio_hom
     assert final(evs).get("state") == protocol.FINISHED
     assert not processes_of(studio_home)
 
+
+
+def test_a_script_started_from_another_active_environment_is_told_how_to_run_there(tmp_path):
+    note = userpython.active_environment_note({"VIRTUAL_ENV": r"C:\work\.venv"}, r"C:\Apps\DDPStudio\env", WINDOWS)
+    assert note == (r"the environment C:\work\.venv is active (VIRTUAL_ENV), but your script's ranks run in DDP "
+                    r"Studio's own Python; to run them in that environment, give --python C:\work\.venv\Scripts"
+                    r"\python.exe (the window: Python)")
+    conda = userpython.active_environment_note({"CONDA_PREFIX": "/opt/conda/envs/ml"}, sys.prefix, LINUX)
+    assert "give --python /opt/conda/envs/ml/bin/python" in conda
+    assert r"--python C:\conda\envs\ml\python.exe" in userpython.active_environment_note(
+        {"CONDA_PREFIX": r"C:\conda\envs\ml"}, r"C:\Apps\DDPStudio\env", WINDOWS)
+    # DDP Studio's own environment, active (spelt otherwise on Windows): nothing to say.
+    assert userpython.active_environment_note({"VIRTUAL_ENV": r"c:\apps\ddpstudio\ENV\\"}, r"C:\Apps\DDPStudio\env",
+                                              WINDOWS) is None
+    assert userpython.active_environment_note({"VIRTUAL_ENV": sys.prefix}, sys.prefix, LINUX) is None
+    assert userpython.active_environment_note({}, sys.prefix, LINUX) is None
+
+
+def test_the_plan_of_a_script_says_so_when_another_environment_is_active(monkeypatch, tmp_path):
+    from ddpstudio.core.gpu import detect_inventory
+    from ddpstudio.core.plan import ScriptSpec
+    from ddpstudio.core.policy import Request, build_plan
+
+    request = Request(world_size=2, script=ScriptSpec(path=str(SCRIPTS / "which_python.py"), style="env"))
+    monkeypatch.setenv("VIRTUAL_ENV", str(tmp_path / "venv"))
+    monkeypatch.delenv("CONDA_PREFIX", raising=False)
+    said = [r for r in build_plan(request, current(), detect_inventory()).reasons if r.startswith("the environment")]
+    assert said == [userpython.active_environment_note({"VIRTUAL_ENV": str(tmp_path / "venv")}, sys.prefix,
+                                                       current())]
+    monkeypatch.setenv("VIRTUAL_ENV", sys.prefix)  # DDP Studio's own, activated
+    assert not [r for r in build_plan(request, current(), detect_inventory()).reasons
+                if r.startswith("the environment")]

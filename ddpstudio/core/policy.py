@@ -316,6 +316,11 @@ def build_plan(request: Request, platform: Platform, machine: Machine,
         interpreter = _user_interpreter(script.python, platform, device, request.rank_helper, env, reasons)
     else:
         interpreter = rank_interpreter(console_python(sys.executable, platform), platform)
+        if script is not None:
+            from ddpstudio.core.userpython import active_environment_note
+
+            note = active_environment_note(dict(os.environ), sys.prefix, platform)
+            reasons += [note] if note else []
     env.update(interpreter.env)
     env.update(request.extra_env)
 

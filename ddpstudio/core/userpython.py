@@ -170,6 +170,28 @@ def _run_check(path: str, platform: Platform, timeout: float) -> PythonFacts:
                        torch=raw.get("torch"), cuda=raw.get("cuda"), torch_error=raw.get("torch_error"))
 
 
+def active_environment_note(environ: dict[str, str], prefix: str, platform: Platform) -> str | None:
+    """A plan line for a script started from an activated environment (a venv's ``VIRTUAL_ENV``, conda's
+    ``CONDA_PREFIX``) that is not DDP Studio's own: its ranks would not run there unless told so."""
+    for variable in ("VIRTUAL_ENV", "CONDA_PREFIX"):
+        active = environ.get(variable, "").strip()
+        if not active or _same_folder(active, prefix, platform):
+            continue
+        join = ntpath.join if platform.is_windows else posixpath.join
+        python = (join(active, "Scripts", "python.exe") if platform.is_windows and variable == "VIRTUAL_ENV"
+                  else join(active, "python.exe") if platform.is_windows else join(active, "bin", "python"))
+        return (f"the environment {active} is active ({variable}), but your script's ranks run in DDP Studio's "
+                f"own Python; to run them in that environment, give --python {quoted(python)} (the window: "
+                "Python)")
+    return None
+
+
+def _same_folder(a: str, b: str, platform: Platform) -> bool:
+    if platform.is_windows:
+        return ntpath.normcase(ntpath.normpath(a)) == ntpath.normcase(ntpath.normpath(b))
+    return os.path.realpath(a) == os.path.realpath(b)
+
+
 def package_dir() -> str:
     """The folder that holds DDP Studio's ``ddpstudio`` package (for the rank helper in another Python)."""
     return str(Path(__file__).resolve().parents[2])
