@@ -23,6 +23,9 @@ def test_the_window_judges_the_python_field_and_names_the_chosen_python_in_the_p
     assert "border" in form.editors["script_python"].edit.styleSheet()  # the field is marked red
     form.editors["script_python"].setText(str(envs["bare"]))
     qtbot.waitUntil(lambda: "cannot import torch" in form.problem_text("python"), timeout=RUN_TIMEOUT_MS)
+    problem = form.errors["script_python"]  # a long problem, paths in it: all of it shows, wrapped at the field
+    qtbot.waitUntil(lambda: problem.height() >= problem.heightForWidth(problem.width()) > 3 * problem.fontMetrics()
+                    .height(), timeout=5_000)
     form.editors["script_python"].setText(str(envs["torch"]))
     qtbot.waitUntil(lambda: f"your script runs in {envs['torch'].absolute()}" in
                     window.machine_panel.decisions.text(), timeout=RUN_TIMEOUT_MS)

@@ -17,6 +17,7 @@ from ddpstudio.core.plan import DEFAULT_DIST_ARGS, LR_SCHEDULES
 from ddpstudio.core.platform import Platform
 from ddpstudio.core.policy import PolicyError, effective_batch, split_note
 from ddpstudio.core.validate import Problem
+from ddpstudio.gui.fitted_label import FittedLabel
 from ddpstudio.gui.field_help import BALANCE_HELP, FIELD_HELP
 from ddpstudio.gui.form_state import COMMON_MODELS, SetupState
 from ddpstudio.gui.path_edit import FILE, FOLDER, NEW_FILE, PathEdit
@@ -157,8 +158,7 @@ class SetupForm(QWidget):
 
     # -- building ------------------------------------------------------------
     def _error_label(self) -> QLabel:
-        label = QLabel()
-        label.setWordWrap(True)
+        label = FittedLabel()  # a long problem shows whole (gui/fitted_label.py)
         label.setTextFormat(Qt.TextFormat.PlainText)
         label.setStyleSheet(f"color: {ERROR_COLOUR};")
         label.hide()
