@@ -54,7 +54,7 @@ def test_window_hosts_and_a_cli_node_joins_with_the_copied_code(qtbot, open_wind
     assert panel.isVisible() and "Waiting for 1 machine to join" in said
     assert f"127.0.0.1 port {code.port}" in said and "lo (127.0.0.1): chosen" in said  # the adapter's reason
     decisions = window.machine_panel.decisions.text()  # the host's plan now, not the form's one-machine plan
-    assert "2 machines x 1 ranks = 2 ranks" in decisions and "network adapter lo" in decisions, decisions
+    assert "2 machines x 1 rank = 2 ranks" in decisions and "network adapter lo" in decisions, decisions
     assert "2 machines × 1 rank = 2 ranks" in said and joincode.mask(code.token) in said
     assert code.token not in said and panel.code_edit.echoMode() == panel.code_edit.EchoMode.Password
     assert "Node 0</b>: this machine (127.0.0.1), rank 0: joined" in said

@@ -12,6 +12,7 @@ from ddpstudio.cli.vt import enable_virtual_terminal
 from ddpstudio.core import protocol
 from ddpstudio.core.launch.rootcause import without_rank_prefix
 from ddpstudio.core.platform import Platform, current
+from ddpstudio.core.words import counted
 
 
 SHOW_OUTPUT = ("0", "all", "none")  # ddpstudio run --show-output
@@ -114,7 +115,7 @@ class ProgressView:
             self._flush()
 
     def _handle_run_started(self, ev: protocol.Event) -> None:
-        ranks = f"{ev.get('world_size')} ranks" if ev.get("world_size") else "ranks started by the script"
+        ranks = counted(ev.get("world_size"), "rank") if ev.get("world_size") else "ranks started by the script"
         self._print(f"run {ev.get('run_id')}: {ranks}, {ev.get('backend')} on "
                     f"{ev.get('device')}, {ev.get('store')} store")
         for reason in ev.get("reasons") or []:

@@ -12,8 +12,9 @@ The rooms:
   ``plan`` (the launch plan and the names ranks and core agree on), ``policy``
   and ``validate`` (from a request to a plan), with what validation asks of
   ``checkpoint`` (a checkpoint's sidecar, verified without torch),
-  ``imagesize`` (does a model take that image size) and ``capacity`` (how many
-  CPU ranks the machine holds);
+  ``imagesize`` (does a model take that image size), ``capacity`` (how many
+  CPU ranks the machine holds) and ``userpython`` (a Python of the user's for
+  a script's ranks, checked); ``words`` (counts as every front end says them);
 - ``launch/``: starting and watching a run (launcher, session, rank commands,
   run folder and its disk guard, root cause);
 - ``process/``: owning, identifying and stopping processes (process table,

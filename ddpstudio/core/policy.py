@@ -24,6 +24,7 @@ from ddpstudio.core.plan import DEFAULT_DIST_ARGS, DEFAULT_SPAWN_ARGS, Plan, Rec
 from ddpstudio.core.protocol import NO_NCCL_ENV, NO_NCCL_NO_GPU, NO_NCCL_WINDOWS
 from ddpstudio.core.platform import Platform
 from ddpstudio.core.rendezvous.glooiface import pin
+from ddpstudio.core.words import counted
 
 CPU_WORLD_SIZE = 2
 # The recipe with one rank trains the bare model (rank/onerank.py): DDP's per-parameter bucket work would be
@@ -109,7 +110,7 @@ def choose_world_size(machine: Machine, requested: int | None, device: str) -> D
         return Decision(requested, f"{requested} of {count} GPUs: chosen by you")
     if requested is None:
         return Decision(CPU_WORLD_SIZE, f"{CPU_WORLD_SIZE} ranks on the CPU (no GPU found)")
-    return Decision(requested, f"{requested} CPU ranks: chosen by you")
+    return Decision(requested, f"{counted(requested, 'CPU rank')}: chosen by you")
 
 
 def choose_store(platform: Platform, requested: str, script_style: str | None) -> Decision:
@@ -174,7 +175,7 @@ def batch_reason(effective: int, world_size: int, per_rank: int, accumulate: int
                  split: int | None = None) -> str:
     """The plan's line on the effective batch and, when scaled, the learning rate (the window says the same).
     ``split``: the batch given in split mode, whose rounding down is said (issue 27: 3 over 2 ranks trains 2)."""
-    text = f"effective batch {effective} = {world_size} ranks x {per_rank} per rank"
+    text = f"effective batch {effective} = {counted(world_size, 'rank')} x {per_rank} per rank"
     if accumulate > 1:
         text += f" x {accumulate} micro-batches accumulated per optimizer step"
     if split is not None:

@@ -17,6 +17,7 @@ from ddpstudio.core.plan import DEFAULT_DIST_ARGS, LR_SCHEDULES
 from ddpstudio.core.platform import Platform
 from ddpstudio.core.policy import PolicyError, effective_batch, split_note
 from ddpstudio.core.validate import Problem
+from ddpstudio.core.words import counted
 from ddpstudio.gui.fitted_label import FittedLabel
 from ddpstudio.gui.field_help import BALANCE_HELP, FIELD_HELP
 from ddpstudio.gui.form_state import COMMON_MODELS, SetupState
@@ -341,7 +342,8 @@ class SetupForm(QWidget):
         lr = s.lr * world * s.accumulate if s.scale_lr else s.lr
         micro = f" × {s.accumulate} micro-batches" if s.accumulate > 1 else ""
         split = split_note(s.batch_size, total, world, s.accumulate) if s.batch_mode == "split" else ""
-        self.effective.setText(f"{total} = {world} ranks × {per_rank} per rank{micro}{split} · learning rate {lr:g}")
+        self.effective.setText(f"{total} = {counted(world, 'rank')} × {per_rank} per rank{micro}{split} · learning rate "
+                               f"{lr:g}")
 
     def show_problems(self, problems: list[Problem] | tuple[Problem, ...]) -> None:
         """Mark each problem's field red with the reason under it; clear the others."""

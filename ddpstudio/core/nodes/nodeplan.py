@@ -20,6 +20,7 @@ from ddpstudio.core.nodes.adapter import AdapterChoice, gloo_env, gloo_pin
 from ddpstudio.core.nodes.store import AGENT_STORE_ENV
 from ddpstudio.core.plan import Plan
 from ddpstudio.core.platform import Platform
+from ddpstudio.core.words import counted
 
 TOKEN_ENV = "DDPSTUDIO_NODE_TOKEN"  # the node launcher pops it: ranks never see it
 NODE_FILE = "node.json"
@@ -72,7 +73,7 @@ def host_plan(plan: Plan, nodes: int, ranks_per_node: int, adapter: AdapterChoic
     world = nodes * ranks_per_node
     per_rank = plan.recipe.batch_size if plan.recipe else None
     reasons = [r for r in plan.reasons if "loopback" not in r and not r.startswith("effective batch")]
-    reasons.append(f"{nodes} machines x {ranks_per_node} ranks = {world} ranks; the host's store listens on "
+    reasons.append(f"{nodes} machines x {counted(ranks_per_node, 'rank')} = {world} ranks; the host's store listens on "
                    f"{adapter.address}:{port}")
     reasons.append(f"network adapter {adapter.reason}")
     reasons.append(gloo_pin(adapter, platform.is_windows).why)

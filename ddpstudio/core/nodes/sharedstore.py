@@ -23,6 +23,7 @@ from typing import Callable
 from ddpstudio.core.nodes.store import AGENT_STORE_ENV, StoreError
 from ddpstudio.core.plan import Plan
 from ddpstudio.core.platform import Platform
+from ddpstudio.core.words import counted
 
 POLL_S = 0.1
 # The TCP plan builders (nodeplan.host_plan, join_stub_plan) need some valid port; the file's URL replaces it.
@@ -102,7 +103,7 @@ def host_on_folder(plan: Plan, store_path: str, platform: Platform) -> Plan:
     from ddpstudio.core.rendezvous.storeurl import file_store_url
 
     reasons = [r for r in plan.reasons if "store listens on" not in r and not r.startswith("FileStore at")]
-    reasons.insert(0, f"{plan.nodes} machines x {plan.ranks_per_node} ranks = {plan.world_size} ranks; every rank "
+    reasons.insert(0, f"{plan.nodes} machines x {counted(plan.ranks_per_node, 'rank')} = {plan.world_size} ranks; every rank "
                       f"and every machine meet at the FileStore {store_path} on the shared folder")
     return replace(plan, store="file", store_path=store_path, store_is_fixed=True, master_port=None,
                    init_method=file_store_url(store_path, platform), env=_without_agent_store(plan.env),
