@@ -268,11 +268,19 @@ def test_closing_the_window_mid_run_stops_it_and_leaves_nothing(qtbot, open_wind
 
 @pytest.mark.slow
 def test_a_crashing_script_shows_its_root_cause_and_hint(qtbot, open_window, tmp_path):
-    script = write_script(tmp_path, "train.py", """
-        import sys, time
+    # Rank 1 fails only once rank 0 has printed: under load rank 0 could start so late that the run was over
+    # (and rank 0 stopped) before its line, and the log check below failed once in a parallel run.
+    script = write_script(tmp_path, "train.py", f"""
+        import os, sys, time
         rank = int(sys.argv[sys.argv.index("--rank") + 1])
-        print(f"rank {rank} starting", flush=True)
+        print(f"rank {{rank}} starting", flush=True)
+        started = {str(tmp_path / "rank0-started")!r}
+        if rank == 0:
+            open(started, "w").close()
         if rank == 1:
+            deadline = time.monotonic() + 60
+            while not os.path.exists(started) and time.monotonic() < deadline:
+                time.sleep(0.05)
             raise RuntimeError("use_libuv was requested but PyTorch was build without libuv support")
         time.sleep(60)
     """)
