@@ -9,6 +9,9 @@ the script's hard-coded NCCL becomes Gloo on a machine without GPUs as it does o
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 
 from ddpstudio.core import protocol
@@ -151,6 +154,13 @@ def test_the_tutorial_series_script_trains_as_written_and_saves_its_snapshot_whe
 
     saved = torch.load(tmp_path / "snapshot.pt")  # rank 0 saved it where the script was started
     assert saved["EPOCHS_RUN"] == 2 and set(saved["MODEL_STATE"]) == {"weight", "bias"}
+    # The plan keeps that folder, so the run opened again in the window runs there too (not in the script's).
+    from ddpstudio.core.plan import Plan
+    from ddpstudio.gui.form_state import from_plan
+
+    plan = Plan.read(Path(of_type(evs, protocol.RUN_STARTED)[0].get("run_dir")) / "plan.json")
+    assert os.path.samefile(plan.script.cwd, tmp_path)  # as the CLI read it (Windows may spell it shorter)
+    assert from_plan(plan).script_cwd == plan.script.cwd  # not the script's folder: shown, and kept
 
 
 @pytest.mark.slow

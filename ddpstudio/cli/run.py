@@ -162,7 +162,10 @@ def build_request(args: argparse.Namespace):
             DEFAULT_SPAWN_ARGS if style == "spawn" else DEFAULT_DIST_ARGS)  # "" is a template too: nothing added
         request.script = ScriptSpec(path=args.script, args=list(args.script_args), style=style, dist_args=template,
                                     one_gpu_per_rank=args.one_gpu_per_rank, module=getattr(args, "module", None),
-                                    python=getattr(args, "python", None))
+                                    python=getattr(args, "python", None),
+                                    # The folder the command ran in, as python train.py would: recorded, so a run
+                                    # opened again in the window runs there too, not in the script's folder.
+                                    cwd=os.getcwd())
         return request
     # Options left out are None (so that cli/runconflicts.py sees what was typed): RecipeSpec's defaults.
     dataset = args.dataset or ("synthetic" if args.data is None else _guess_dataset(args.data))
