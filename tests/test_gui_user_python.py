@@ -4,6 +4,7 @@ chosen Python named among the plan's decisions."""
 from __future__ import annotations
 
 import pytest
+from PySide6.QtCore import Qt
 
 from ddpstudio.gui.form_state import SetupState
 from tests.studio import SCRIPTS
@@ -33,3 +34,15 @@ def test_the_window_judges_the_python_field_and_names_the_chosen_python_in_the_p
     qtbot.waitUntil(window.launch_button.isEnabled, timeout=RUN_TIMEOUT_MS)
     form.editors["workload"].setCurrentIndex(form.editors["workload"].findData("recipe"))
     assert not form.editors["script_python"].isVisibleTo(form)  # the recipe runs in DDP Studio's own Python
+
+
+def test_browse_for_the_python_lists_interpreters_not_scripts(qtbot, open_window, envs):
+    window = open_window(SetupState(workload="script-env", script_path=str(SCRIPTS / "which_python.py")))
+    dialogs = window.form.editors["script_python"].dialogs
+    dialogs.paths.append(str(envs["torch"]))
+    qtbot.mouseClick(window.form.editors["script_python"].browse, Qt.MouseButton.LeftButton)
+    assert window.form.editors["script_python"].text() == str(envs["torch"])
+    assert dialogs.filters[-1].startswith("Python (python") and "*.py)" not in dialogs.filters[-1]
+    dialogs.paths.append(str(SCRIPTS / "which_python.py"))
+    qtbot.mouseClick(window.form.editors["script_path"].browse, Qt.MouseButton.LeftButton)
+    assert len(dialogs.filters) == 1  # the script's Browse keeps the dialog's own default: Python scripts

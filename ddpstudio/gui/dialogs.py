@@ -57,6 +57,7 @@ class ScriptedDialogs:
     def __init__(self, yes: bool = True, paths: list[str] | None = None, texts: list[str] | None = None) -> None:
         self.yes, self.paths, self.texts = yes, list(paths or []), list(texts or [])
         self.asked: list[tuple[str, str]] = []
+        self.filters: list[str] = []  # what each open-file question listed, when it said
 
     def ask_yes_no(self, title: str, text: str, yes: str = "Yes", no: str = "No") -> bool:
         self.asked.append((title, text))
@@ -76,4 +77,8 @@ class ScriptedDialogs:
         self.asked.append((title, ""))
         return self.paths.pop(0) if self.paths else ""
 
-    open_file = save_file = folder = _path
+    def open_file(self, title: str, start: str = "", filter: str = "") -> str:
+        self.filters += [filter] if filter else []
+        return self._path(title, start)
+
+    save_file = folder = _path

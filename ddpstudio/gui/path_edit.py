@@ -11,9 +11,11 @@ FILE, FOLDER, NEW_FILE = "file", "folder", "new-file"
 class PathEdit(QWidget):
     text_changed = Signal(str)
 
-    def __init__(self, kind: str, title: str, dialogs, placeholder: str = "", parent: QWidget | None = None) -> None:
+    def __init__(self, kind: str, title: str, dialogs, placeholder: str = "", parent: QWidget | None = None,
+                 file_filter: str | None = None) -> None:
         super().__init__(parent)
         self.kind, self.title, self.dialogs = kind, title, dialogs
+        self.file_filter = file_filter  # FILE: what the open dialog lists (default: Python scripts)
         self.edit = QLineEdit()
         self.edit.setPlaceholderText(placeholder)
         self.edit.setClearButtonEnabled(True)
@@ -34,7 +36,10 @@ class PathEdit(QWidget):
         self.edit.setText(text)
 
     def _browse(self) -> None:
-        ask = {FILE: self.dialogs.open_file, FOLDER: self.dialogs.folder, NEW_FILE: self.dialogs.save_file}[self.kind]
-        chosen = ask(self.title, self.edit.text())
+        if self.kind == FILE and self.file_filter:
+            chosen = self.dialogs.open_file(self.title, self.edit.text(), self.file_filter)
+        else:
+            ask = {FILE: self.dialogs.open_file, FOLDER: self.dialogs.folder, NEW_FILE: self.dialogs.save_file}[self.kind]
+            chosen = ask(self.title, self.edit.text())
         if chosen:
             self.edit.setText(chosen)

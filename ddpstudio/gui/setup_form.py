@@ -14,7 +14,7 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFormLayout
                                QSpinBox, QVBoxLayout, QWidget)
 
 from ddpstudio.core.plan import DEFAULT_DIST_ARGS, LR_SCHEDULES
-from ddpstudio.core.platform import Platform
+from ddpstudio.core.platform import Platform, current
 from ddpstudio.core.policy import PolicyError, effective_batch, split_note
 from ddpstudio.core.validate import Problem
 from ddpstudio.core.words import counted
@@ -51,6 +51,10 @@ def _spin(low: int, high: int, special: str = "", suffix: str = "") -> QSpinBox:
     return spin
 
 
+# The Python field's Browse: an environment's interpreter, which the default filter (Python scripts) would hide.
+PYTHON_FILTER_WINDOWS = "Python (python.exe pythonw.exe);;Programs (*.exe);;All files (*)"
+PYTHON_FILTER = "Python (python python3 python3.*);;All files (*)"
+
 class SetupForm(QWidget):
     changed = Signal()
 
@@ -81,7 +85,9 @@ class SetupForm(QWidget):
         e["script_args"].setPlaceholderText("--epochs 10 --lr 0.1")
         e["dist_args"] = QLineEdit()
         e["script_cwd"] = PathEdit(FOLDER, "Working folder", dialogs, "the script's folder if empty")
-        e["script_python"] = PathEdit(FILE, "Python", dialogs, "DDP Studio's own Python if empty")
+        e["script_python"] = PathEdit(FILE, "Python", dialogs, "DDP Studio's own Python if empty",
+                                      file_filter=PYTHON_FILTER_WINDOWS if (platform or current()).is_windows
+                                      else PYTHON_FILTER)
         e["world_size"] = _spin(0, 1024, special="auto (one per GPU; 2 on the CPU)")
         e["backend"] = _combo([("auto", "auto"), ("gloo", "gloo"), ("nccl", "nccl")])
         e["store"] = _combo([("fresh", "Fresh FileStore for each run (recommended)"),
