@@ -7,7 +7,7 @@ from ddpstudio.core.launch.commands import rank_env
 from ddpstudio.core.nodes.adapter import AdapterChoice
 from ddpstudio.core.nodes.nodeplan import (NodeRole, NodeSpec, host_plan, join_stub_plan, joined_plan,
                                            shared_part, with_local_script)
-from ddpstudio.core.plan import Plan, RecipeSpec, ScriptSpec
+from ddpstudio.core.plan import ONE_RANK_EXCHANGE, Plan, RecipeSpec, ScriptSpec
 from ddpstudio.core.protocol import NO_NCCL_ENV, NO_NCCL_WINDOWS
 from ddpstudio.core.platform import LINUX, WINDOWS
 
@@ -33,6 +33,16 @@ def test_the_host_plan_counts_every_machines_ranks_and_pins_gloo_to_the_lan_adap
     assert not any("loopback" in r for r in plan.reasons)
     windows = host_plan(single(), 2, 1, LAN, 29400, WINDOWS)
     assert windows.init_method.endswith("?use_libuv=0")
+    # One rank per machine: the plan of one machine says "no gradient exchange"; two machines exchange.
+    from ddpstudio.core.gpu import detect_inventory
+    from ddpstudio.core.policy import Request, build_plan
+
+    one = build_plan(Request(world_size=1, recipe=RecipeSpec(batch_size=16)), LINUX, detect_inventory(),
+                     interfaces={"lo": ["127.0.0.1"]})
+    assert ONE_RANK_EXCHANGE in one.reasons
+    two = host_plan(one, 2, 1, LAN, 29400, LINUX)
+    assert ONE_RANK_EXCHANGE not in two.reasons and "native gradient exchange between the machines' ranks" in \
+        two.reasons
     # On Windows too: psutil's name is the FriendlyName Gloo's libuv transport matches (tests/test_glooiface.py).
     assert windows.env["GLOO_SOCKET_IFNAME"] == "eth0"
 

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from ddpstudio.core import protocol
-from ddpstudio.core.policy import ONE_RANK_EXCHANGE
+from ddpstudio.core.plan import ONE_RANK_EXCHANGE
 from ddpstudio.rank.exchangecount import COUNT_ENV
 from ddpstudio.rank.onerank import OneRank
 from tests.conftest import processes_of

@@ -99,6 +99,11 @@ class ScriptSpec:
         return ["-m", self.module] if self.module else [self.path]
 
 
+# The recipe with one rank trains the bare model (rank/onerank.py): DDP's per-parameter bucket work would be
+# spent on a process that has no one to exchange with. A plan for several machines says its exchange instead.
+ONE_RANK_EXCHANGE = ("no gradient exchange: one rank has no one to exchange with, so the model trains "
+                     "without DistributedDataParallel's per-step bucket work")
+
 AUTO_CHOICES = ("backend", "world_size", "store", "grad_exchange", "workers", "balance")
 
 

@@ -20,17 +20,13 @@ from typing import Callable, Protocol
 from ddpstudio.core import paths
 from ddpstudio.core.decision import Decision
 from ddpstudio.core.exchange import choice as exchange_choice
-from ddpstudio.core.plan import DEFAULT_DIST_ARGS, DEFAULT_SPAWN_ARGS, Plan, RecipeSpec, ScriptSpec
+from ddpstudio.core.plan import DEFAULT_DIST_ARGS, DEFAULT_SPAWN_ARGS, ONE_RANK_EXCHANGE, Plan, RecipeSpec, ScriptSpec
 from ddpstudio.core.protocol import NO_NCCL_ENV, NO_NCCL_NO_GPU, NO_NCCL_WINDOWS
 from ddpstudio.core.platform import Platform
 from ddpstudio.core.rendezvous.glooiface import pin
 from ddpstudio.core.words import counted
 
 CPU_WORLD_SIZE = 2
-# The recipe with one rank trains the bare model (rank/onerank.py): DDP's per-parameter bucket work would be
-# spent on a process that has no one to exchange with.
-ONE_RANK_EXCHANGE = ("no gradient exchange: one rank has no one to exchange with, so the model trains "
-                     "without DistributedDataParallel's per-step bucket work")
 
 
 class PolicyError(ValueError):

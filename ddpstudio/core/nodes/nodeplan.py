@@ -18,7 +18,7 @@ from pathlib import Path
 from ddpstudio.core.atomic import write_json
 from ddpstudio.core.nodes.adapter import AdapterChoice, gloo_env, gloo_pin
 from ddpstudio.core.nodes.store import AGENT_STORE_ENV
-from ddpstudio.core.plan import Plan
+from ddpstudio.core.plan import ONE_RANK_EXCHANGE, Plan
 from ddpstudio.core.platform import Platform
 from ddpstudio.core.words import counted
 
@@ -73,6 +73,9 @@ def host_plan(plan: Plan, nodes: int, ranks_per_node: int, adapter: AdapterChoic
     world = nodes * ranks_per_node
     per_rank = plan.recipe.batch_size if plan.recipe else None
     reasons = [r for r in plan.reasons if "loopback" not in r and not r.startswith("effective batch")]
+    if world > 1:  # one rank per machine still exchanges between the machines (rank/recipe.py: DDP)
+        reasons = [f"{plan.grad_exchange} gradient exchange between the machines' ranks" if r == ONE_RANK_EXCHANGE
+                   else r for r in reasons]
     reasons.append(f"{nodes} machines x {counted(ranks_per_node, 'rank')} = {world} ranks; the host's store listens on "
                    f"{adapter.address}:{port}")
     reasons.append(f"network adapter {adapter.reason}")
