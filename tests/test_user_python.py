@@ -181,3 +181,24 @@ def test_the_plan_of_a_script_says_so_when_another_environment_is_active(monkeyp
     monkeypatch.setenv("VIRTUAL_ENV", sys.prefix)  # DDP Studio's own, activated
     assert not [r for r in build_plan(request, current(), detect_inventory()).reasons
                 if r.startswith("the environment")]
+
+
+def test_a_past_run_in_a_python_of_the_users_exports_without_this_machines_paths(studio_home, capsys):
+    from ddpstudio.cli.main import main
+    from ddpstudio.core.plan import Plan, ScriptSpec
+    from ddpstudio.core.policy import new_run_id, write_plan
+
+    run_id = new_run_id()
+    past = Plan(run_id=run_id, run_dir=str(studio_home / "runs" / run_id), world_size=2, backend="gloo",
+                device="cpu", store="tcp", init_method="env://", master_port=29500,
+                env={userpython.PACKAGE_DIR_ENV: "/opt/ddpstudio/site-packages"},
+                script=ScriptSpec(path="/work/train.py", style="env", python="/envs/ml/bin/python"))
+    write_plan(past)
+    assert main(["export-job", "--to", "torchrun", "--nodes", "2", "--gpus-per-node", "4", run_id]) == 0
+    text = capsys.readouterr().out
+    header = text.split("set -euo pipefail")[0]
+    assert f"dropped {userpython.PACKAGE_DIR_ENV}" in header
+    assert "and the packages your script used from /envs/ml/bin/python here" in header
+    plan = json.loads(text.split("<<'DDPSTUDIO_PLAN'\n")[1].split("\nDDPSTUDIO_PLAN\n")[0])
+    assert plan["env"] == {} and f"export {userpython.PACKAGE_DIR_ENV}" not in text  # the cluster's own paths
+    assert plan["script"]["python"] is None and plan["python"] == ""

@@ -126,6 +126,7 @@ def cluster_job(plan: Plan, shape: Shape, source: str, workers: int | None = Non
     else:
         script = plan.script
         assert script is not None
+        cluster.script = replace(script, python=None)  # this machine's interpreter; each node runs its own
         entry = _script_entry(plan, cluster)
         translated.append(f"your script {script.path} ({script.style} style) with its arguments"
                           + (f", run as python -m {script.module}" if script.module else ""))
