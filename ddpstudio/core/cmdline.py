@@ -58,6 +58,11 @@ def shell_line(args: Sequence[str], platform: Platform | None = None) -> str:
     return " ".join(quote(a, platform) for a in args)
 
 
+def pip_install_line(python: str, project: str, platform: Platform | None = None) -> str:
+    """The console line that installs ``project`` into ``python``'s environment with its pip."""
+    return shell_line([python, "-m", "pip", "install", project], platform)
+
+
 def split_windows(line: str) -> list[str]:
     """The C runtime's split of a command line's arguments (the rules in this module's docstring)."""
     args: list[str] = []

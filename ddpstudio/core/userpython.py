@@ -24,6 +24,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from ddpstudio.core import cmdline
 from ddpstudio.core.platform import Platform
 
 PACKAGE_DIR_ENV = "DDPSTUDIO_PACKAGE_DIR"
@@ -79,16 +80,17 @@ class PythonFacts:
                 "environment")
 
 
-def problem(facts: PythonFacts, *, needs_cuda: bool, helper: bool) -> str | None:
-    """Why ``facts``' interpreter cannot run this run's ranks, in one line; ``None`` when it can."""
+def problem(facts: PythonFacts, *, needs_cuda: bool, helper: bool, platform: Platform | None = None) -> str | None:
+    """Why ``facts``' interpreter cannot run this run's ranks, in one line; ``None`` when it can (its command
+    lines quoted for ``platform``'s console)."""
     where = facts.path
     if facts.version[0] < 3:
         return (f"{where} is Python {facts.version_text}; PyTorch needs Python 3: choose the python of an "
                 "environment with PyTorch, or leave Python empty to use DDP Studio's own")
     if facts.torch is None:
         return (f"{where} (Python {facts.version_text}) cannot import torch ({facts.torch_error}): install PyTorch "
-                f"there ({quoted(where)} -m pip install torch), or leave Python empty to use DDP Studio's own, "
-                "which has it")
+                f"there ({cmdline.pip_install_line(where, 'torch', platform)}), or leave Python empty to use DDP "
+                "Studio's own, which has it")
     if helper and tuple(facts.version[:2]) < HELPER_MIN:
         oldest = ".".join(map(str, HELPER_MIN))
         return (f"{where} is Python {facts.version_text}; DDP Studio's rank helper (its reports, the Windows "
@@ -98,10 +100,6 @@ def problem(facts: PythonFacts, *, needs_cuda: bool, helper: bool) -> str | None
         return (f"the torch in {where} ({facts.torch}) is a CPU-only build, and this run trains on the GPUs: "
                 "install a CUDA build of PyTorch there (pytorch.org lists the command), or choose the CPU")
     return None
-
-
-def quoted(path: str) -> str:
-    return f'"{path}"' if " " in path else path
 
 
 def resolve(given: str, platform: Platform) -> str:
@@ -138,7 +136,7 @@ def check(given: str, platform: Platform, *, needs_cuda: bool, helper: bool,
     stat = os.stat(path)
     key = (os.path.normcase(path), stat.st_mtime_ns, stat.st_size)
     facts = _checked.get(key) or _run_check(path, platform, timeout)
-    said = problem(facts, needs_cuda=needs_cuda, helper=helper)
+    said = problem(facts, needs_cuda=needs_cuda, helper=helper, platform=platform)
     if said:
         _checked.pop(key, None)
         raise UserPythonError(said)
@@ -181,8 +179,8 @@ def active_environment_note(environ: dict[str, str], prefix: str, platform: Plat
         python = (join(active, "Scripts", "python.exe") if platform.is_windows and variable == "VIRTUAL_ENV"
                   else join(active, "python.exe") if platform.is_windows else join(active, "bin", "python"))
         return (f"the environment {active} is active ({variable}), but your script's ranks run in DDP Studio's "
-                f"own Python; to run them in that environment, give --python {quoted(python)} (the window: "
-                "Python)")
+                f"own Python; to run them in that environment, give --python {cmdline.quote(python, platform)} "
+                "(the window: Python)")
     return None
 
 

@@ -44,10 +44,9 @@ def install_command(project: str, prefix: str = sys.prefix, executable: str = sy
     env = Path(prefix)
     layout = Layout(env.parent, platform)
     if env.name == layout.env.name and layout.uv.is_file():  # an installed app: its bundled uv, no pip
-        args = [str(layout.uv), "pip", "install", "--python", str(layout.python(env)), project]
-    else:
-        args = [console_python(executable, platform), "-m", "pip", "install", project]
-    return cmdline.shell_line(args, platform)
+        return cmdline.shell_line([str(layout.uv), "pip", "install", "--python", str(layout.python(env)), project],
+                                  platform)
+    return cmdline.pip_install_line(console_python(executable, platform), project, platform)
 
 
 def missing_module_hint(*texts: str, prefix: str = sys.prefix, executable: str = sys.executable,
@@ -59,7 +58,7 @@ def missing_module_hint(*texts: str, prefix: str = sys.prefix, executable: str =
         return None
     project = PROJECTS.get(name, name)
     if chosen:
-        line = cmdline.shell_line([chosen, "-m", "pip", "install", project], platform or current())
+        line = cmdline.pip_install_line(chosen, project, platform)
         return Hint("missing_module", f"The script needs {name}, which the Python you chose does not have",
                     f"The ranks run in the Python you chose for the script ({chosen}), which does not have "
                     f"{name}. If {name} is a package from PyPI, install it there from a terminal:\n{line}\n(the "

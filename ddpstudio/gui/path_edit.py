@@ -36,10 +36,11 @@ class PathEdit(QWidget):
         self.edit.setText(text)
 
     def _browse(self) -> None:
+        start = self.edit.text()
         if self.kind == FILE and self.file_filter:
-            chosen = self.dialogs.open_file(self.title, self.edit.text(), self.file_filter)
+            chosen = self.dialogs.open_file(self.title, start, self.file_filter)
         else:
-            ask = {FILE: self.dialogs.open_file, FOLDER: self.dialogs.folder, NEW_FILE: self.dialogs.save_file}[self.kind]
-            chosen = ask(self.title, self.edit.text())
+            ask = {FILE: self.dialogs.open_file, FOLDER: self.dialogs.folder, NEW_FILE: self.dialogs.save_file}
+            chosen = ask[self.kind](self.title, start)
         if chosen:
             self.edit.setText(chosen)

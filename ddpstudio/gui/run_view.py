@@ -9,8 +9,6 @@ from the buffers and redraws what changed.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from PySide6.QtCore import QTimer, Slot
 from PySide6.QtWidgets import QLabel, QTabWidget, QVBoxLayout, QWidget
 
@@ -183,10 +181,11 @@ class RunView(QWidget):
 
 def _chosen_python(final: dict) -> str | None:
     """The Python the user chose for the run's script (its plan's ``script.python``), if any."""
+    from ddpstudio.core.launch.rundir import RunDir
     from ddpstudio.core.plan import Plan
 
     try:
-        plan = Plan.read(Path(final["run_dir"]) / "plan.json")
+        plan = Plan.read(RunDir.at(final["run_dir"]).plan)
     except (KeyError, TypeError, OSError, ValueError):
         return None
     return plan.script.python if plan.script is not None else None

@@ -55,6 +55,7 @@ def _spin(low: int, high: int, special: str = "", suffix: str = "") -> QSpinBox:
 PYTHON_FILTER_WINDOWS = "Python (python.exe pythonw.exe);;Programs (*.exe);;All files (*)"
 PYTHON_FILTER = "Python (python python3 python3.*);;All files (*)"
 
+
 class SetupForm(QWidget):
     changed = Signal()
 
@@ -348,8 +349,8 @@ class SetupForm(QWidget):
         lr = s.lr * world * s.accumulate if s.scale_lr else s.lr
         micro = f" × {s.accumulate} micro-batches" if s.accumulate > 1 else ""
         split = split_note(s.batch_size, total, world, s.accumulate) if s.batch_mode == "split" else ""
-        self.effective.setText(f"{total} = {counted(world, 'rank')} × {per_rank} per rank{micro}{split} · learning rate "
-                               f"{lr:g}")
+        self.effective.setText(f"{total} = {counted(world, 'rank')} × {per_rank} per rank{micro}{split} · "
+                               f"learning rate {lr:g}")
 
     def show_problems(self, problems: list[Problem] | tuple[Problem, ...]) -> None:
         """Mark each problem's field red with the reason under it; clear the others."""

@@ -76,8 +76,8 @@ def host_plan(plan: Plan, nodes: int, ranks_per_node: int, adapter: AdapterChoic
     if world > 1:  # one rank per machine still exchanges between the machines (rank/recipe.py: DDP)
         reasons = [f"{plan.grad_exchange} gradient exchange between the machines' ranks" if r == ONE_RANK_EXCHANGE
                    else r for r in reasons]
-    reasons.append(f"{nodes} machines x {counted(ranks_per_node, 'rank')} = {world} ranks; the host's store listens on "
-                   f"{adapter.address}:{port}")
+    reasons.append(f"{nodes} machines x {counted(ranks_per_node, 'rank')} = {world} ranks; the host's store "
+                   f"listens on {adapter.address}:{port}")
     reasons.append(f"network adapter {adapter.reason}")
     reasons.append(gloo_pin(adapter, platform.is_windows).why)
     if per_rank:

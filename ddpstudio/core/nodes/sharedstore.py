@@ -103,8 +103,8 @@ def host_on_folder(plan: Plan, store_path: str, platform: Platform) -> Plan:
     from ddpstudio.core.rendezvous.storeurl import file_store_url
 
     reasons = [r for r in plan.reasons if "store listens on" not in r and not r.startswith("FileStore at")]
-    reasons.insert(0, f"{plan.nodes} machines x {counted(plan.ranks_per_node, 'rank')} = {plan.world_size} ranks; every rank "
-                      f"and every machine meet at the FileStore {store_path} on the shared folder")
+    reasons.insert(0, f"{plan.nodes} machines x {counted(plan.ranks_per_node, 'rank')} = {plan.world_size} ranks; "
+                      f"every rank and every machine meet at the FileStore {store_path} on the shared folder")
     return replace(plan, store="file", store_path=store_path, store_is_fixed=True, master_port=None,
                    init_method=file_store_url(store_path, platform), env=_without_agent_store(plan.env),
                    reasons=reasons)
