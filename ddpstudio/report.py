@@ -17,6 +17,7 @@ from ddpstudio.core import protocol
 from ddpstudio.rank.emit import Emitter, rank_from_env
 
 _emitter: Emitter | None = None
+steps_reported = False  # step() was called: the rank helper then reports no steps of its own (rank/steploss.py)
 
 
 def _get() -> Emitter:
@@ -43,6 +44,8 @@ def step(step: int, loss: float, samples_per_s: float | None = None, **extra: An
     ``samples_per_s`` is best the whole run's rate (``batch * world_size / step_time``); ``total_steps=N``
     in ``extra`` gives the progress bar its end.
     """
+    global steps_reported
+    steps_reported = True
     loss = float(loss)
     data: dict[str, Any] = {"step": int(step), "loss": loss if math.isfinite(loss) else None}
     if samples_per_s is not None:

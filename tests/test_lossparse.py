@@ -21,6 +21,7 @@ from ddpstudio.core.launch.tail import LineTail
     ("loss=tensor(2.25)", 2.25),
     ("{'loss': 0.53, 'grad_norm': 1.2, 'learning_rate': 5e-05, 'epoch': 0.1}", 0.53),
     ('{"loss": 0.25, "step": 10}', 0.25),
+    ("{'loss': '0.6931', 'grad_norm': '1.2', 'learning_rate': '5e-05', 'epoch': '0.5'}", 0.6931),  # Transformers 5
     ("loss: 0.53, acc: 0.91", 0.53),  # a comma between fields is not a thousands separator
 ])
 def test_training_loss_lines_are_read(line, loss):
@@ -35,6 +36,7 @@ def test_training_loss_lines_are_read(line, loss):
     ("epoch 2 val loss: 0.41", 0.41),
     ("validation loss = 0.5", 0.5),
     ("{'eval_loss': 0.4123, 'eval_runtime': 3.2, 'epoch': 1.0}", 0.4123),
+    ("{'eval_loss': '0.4123', 'eval_runtime': '3.2', 'epoch': '1'}", 0.4123),
     ("test_loss=264590.0", 264590.0),
 ])
 def test_validation_lines_are_evaluations_not_steps(line, loss):
@@ -42,7 +44,7 @@ def test_validation_lines_are_evaluations_not_steps(line, loss):
     assert found is not None and found.eval and found.loss == pytest.approx(loss)
 
 
-@pytest.mark.parametrize("line", ["no loss here", "lossy 3", "Loss (n/a)", "", "closs 3"])
+@pytest.mark.parametrize("line", ["no loss here", "lossy 3", "Loss (n/a)", "", "closs 3", "loss 'n/a'"])
 def test_other_lines_are_not(line):
     assert parse_loss(line) is None
 

@@ -60,6 +60,7 @@ RANK_LEFT = "rank_left"  # a script's rank called destroy_process_group (reporte
 RANK_WATCHED = "rank_watched"  # the rank helper saw a script's rank import torch.distributed
 RANK_NO_TORCH = "rank_no_torch"  # the rank helper saw a script's rank exit without importing torch
 STEP = "step"
+OBSERVED = "observed"  # a step event's source: the rank helper saw the step and its loss (rank/steploss.py)
 GLOBAL_STEP = "global_step"
 EPOCH_END = "epoch_end"
 CHECKPOINT_SAVED = "checkpoint_saved"

@@ -77,7 +77,7 @@ class RunMetrics:
         step = ev.get("step")
         if isinstance(step, (int, float)):
             self._rank_series(ev.rank).append(step, _number(ev.get("loss")))
-            if ev.get("source") == "scraped" and ev.rank == 0:
+            if ev.get("source") in ("scraped", protocol.OBSERVED) and ev.rank == 0:
                 self._advance(int(step), ev.t)  # scripts without the reporter: rank 0 sets the pace
 
     def _handle_global_step(self, ev: protocol.Event) -> None:

@@ -15,7 +15,8 @@
   Gloo group is done on a CPU copy, and every ``DistributedDataParallel`` on
   a Gloo group gets the staged communication hook (:mod:`ddpstudio.rank.staged`).
 - Compression ``fp16``: DDP on a Gloo group gets the float16 hook of its mode.
-- once the group exists, a heartbeat with the script's step and phase for the
+- once the group exists, each optimizer step and the loss its backward
+  passes ran on, as ``step`` events (:mod:`ddpstudio.rank.steploss`), and a heartbeat with the script's step and phase for the
   launcher's hang watch (:mod:`ddpstudio.rank.scriptbeat`), when it watches;
 - Exchange ``staged`` with ``find_unused_parameters`` or ``static_graph``: a
   warning before training (the reducer's own all-reduce, :mod:`ddpstudio.rank.usedmap`).
@@ -96,6 +97,7 @@ class _State:
             self._say_swap(self.dist.get_rank() == 0)  # spawn style: the rank is known only now
             self._joined()
             _beat(self.dist)
+            _observe(self.emitter)
             return result
 
         return init_process_group
@@ -147,6 +149,8 @@ class _State:
         def destroy_process_group(group: Any = None) -> Any:
             whole = group is None and self.dist.is_initialized()
             rank = self.dist.get_rank() if whole else None
+            if whole:
+                _flush_losses()
             result = original(group)
             if whole:
                 self.emitter.emit(protocol.RANK_LEFT, rank=rank, pid=os.getpid())
@@ -187,6 +191,27 @@ def _beat(dist: ModuleType) -> None:
         scriptbeat.install(dist)
     except Exception as exc:  # the run goes on; only a hang would go unnamed
         print(f"ddpstudio rank helper: no heartbeat (a stuck rank will not be named): {type(exc).__name__}: {exc}",
+              file=sys.stderr, flush=True)
+
+
+def _observe(emitter: Emitter) -> None:
+    """The script's steps and the losses of their backward passes (:mod:`ddpstudio.rank.steploss`)."""
+    try:
+        from ddpstudio.rank import steploss
+
+        steploss.install(emitter)
+    except Exception as exc:  # the run goes on; its curve is then what the script prints
+        print(f"ddpstudio rank helper: steps and losses are read from the script's output only: "
+              f"{type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+
+
+def _flush_losses() -> None:
+    try:
+        from ddpstudio.rank import steploss
+
+        steploss.flush()
+    except Exception as exc:  # noqa: BLE001 - never in the way of the script's own ending
+        print(f"ddpstudio rank helper: the last steps' losses were not reported: {type(exc).__name__}: {exc}",
               file=sys.stderr, flush=True)
 
 

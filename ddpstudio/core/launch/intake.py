@@ -15,7 +15,7 @@ import time
 from ddpstudio.core import protocol
 from ddpstudio.core.launch.outcome import copies_warning
 from ddpstudio.core.launch.rankproc import RankProc
-from ddpstudio.core.launch.scriptsteps import ScriptSteps
+from ddpstudio.core.launch.scriptsteps import ScriptSteps, took_step
 
 # What the rank helper says of a rank on its own (the script reports nothing by them).
 HELPER_NEWS = (protocol.RANK_WATCHED, protocol.RANK_MEETING, protocol.RANK_NO_TORCH)
@@ -29,11 +29,17 @@ class RankIntake:
             self._pump_rank(r, final)
         if self.spawned is not None:
             for ev in self.spawned.pump(final):
+                if ev.type == protocol.STEP and ev.get("source") == "scraped" and self.spawn_mean is not None:
+                    self.spawn_mean.scraped(ev, time.monotonic())  # emitted once it is known not to be seen
+                    continue
                 self.emit(ev)
                 if ev.type == protocol.RANK_STARTED and self._history is not None:
                     self._history.watch(self.spawned.rank_pids())  # load per spawned rank, not the script's
                 elif ev.type == protocol.STEP:
                     self._spawned_step(ev)
+            if self.spawn_mean is not None:
+                for rank in self.spawn_mean.held_ranks():
+                    self._emit_all(self.spawn_mean.release(rank, time.monotonic(), final=final))
             if self.spawned.all_joined():
                 for r in self.ranks:
                     r.joined = True  # every rank the script started has joined: no stall to watch
@@ -45,7 +51,9 @@ class RankIntake:
         step both printed and reported once, so every step arrives here as the rank's own."""
         if self.spawn_mean is None and self.world_seen:
             self.spawn_mean = ScriptSteps(self.world_seen)
-        if self.spawn_mean is not None:
+        if self.spawn_mean is not None and ev.get("source") == "scraped":
+            self.spawn_mean.printed(ev)  # read before the world size was known: not held
+        elif self.spawn_mean is not None:
             self.spawn_mean.reported(ev)
 
     def _settle_means(self, final: bool) -> None:
@@ -67,7 +75,8 @@ class RankIntake:
                 elif ev.type == protocol.RANK_JOINED:
                     r.joined = r.in_group = True
                 elif ev.type == protocol.STEP:
-                    r.reports_steps = True
+                    if not took_step(r, ev):
+                        continue
                     self._trained(r)
                 elif ev.type == protocol.ERROR and r.error_t is None:
                     r.error_t = ev.t
@@ -116,7 +125,10 @@ class RankIntake:
         if found is None:
             return
         if found.eval:
-            ev = protocol.make_event(protocol.EVAL, rank=r.rank, step=found.step, loss=found.loss, source="scraped")
+            step = found.step if r.observed_step is None else r.observed_step
+            ev = protocol.make_event(protocol.EVAL, rank=r.rank, step=step, loss=found.loss, source="scraped")
+        elif r.observed_step is not None:
+            return  # the helper sees each step and its loss: the printed one is the same step
         else:
             self._trained(r)
             ev = protocol.make_event(protocol.STEP, rank=r.rank, step=found.step, loss=found.loss, source="scraped")

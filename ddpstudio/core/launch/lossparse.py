@@ -4,7 +4,8 @@ Only for scripts that do not use ``ddpstudio.report``; everything else speaks
 the protocol. Understands, among others, the PyTorch ImageNet example's
 ``Loss 6.8416e+00 (6.8416e+00)``, ``loss: 0.53``, ``loss=0.5``,
 ``train_loss 0.31``, ``tensor(0.5321, grad_fn=...)``, ``Loss: 1,234.5`` and
-Hugging Face's ``{'loss': 0.53, 'learning_rate': ...}``. Validation lines
+Hugging Face's ``{'loss': 0.53, 'learning_rate': ...}`` (Transformers 5 quotes the
+numbers: ``{'loss': '0.53', ...}``). Validation lines
 (ImageNet's ``Test: [..] Loss``, MNIST's ``Test set: Average loss:``,
 ``val_loss``, ``eval_loss``, ``validation loss``) are evaluations, not
 training steps. A step number is taken from ``step 12``, ``iter 7``, ``it 7``
@@ -21,7 +22,7 @@ from typing import NamedTuple
 _PLAIN = r"[-+]?(?:\d{1,3}(?:,\d{3})+(?:\.\d*)?|\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|inf"
 _VALUE = rf"(?:tensor\(\s*)?(?P<value>{_PLAIN})"
 _LOSS = re.compile(
-    rf"(?<![\w.])(?P<prefix>(?:train|training|val|valid|validation|test|eval|dev)[_ ])?loss\b['\"]?\s*[:=]?\s*{_VALUE}",
+    rf"(?<![\w.])(?P<prefix>(?:train|training|val|valid|validation|test|eval|dev)[_ ])?loss\b['\"]?\s*[:=]?\s*['\"]?{_VALUE}",
     re.IGNORECASE)
 # A line that is about held-out data, wherever it says so (ImageNet's "Test: [ 10/196] ... Loss 1.2").
 _EVAL_LINE = re.compile(r"^\W*(?:test|val|valid|validation|eval|evaluation)\b|\btest set\b|\bvalidation\b",

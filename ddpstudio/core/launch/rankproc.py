@@ -42,7 +42,8 @@ class RankProc:
     stderr: StderrTail = field(default_factory=StderrTail)
     scraper: LossScraper | None = None
     joined: bool = False
-    reports_steps: bool = False
+    reports_steps: bool = False  # ddpstudio.report.step: its printed losses are not read
+    observed_step: int | None = None  # the last step the rank helper saw: printed training losses are not read
     speaks: bool = False  # wrote protocol events (the reporter): its silence at the rendezvous means a stall
     exit_code: int | None = None
     error_t: float | None = None

@@ -6,10 +6,13 @@ events (``report.step`` or scraped lines): the mean of the ranks' losses (and
 of the samples/s they reported) by step number.
 
 A step may arrive twice from one rank: printed (``loss: 0.5``, scraped) and
-reported (``report.step(3, 0.5)``). Reported steps win: a rank's scraped step
-is held back for ``HOLD_S`` and dropped if the rank has reported steps by
-then (the launcher reads every events file before the output logs), and a
-reported value replaces a scraped one for the mean.
+reported (``report.step(3, 0.5)``) or observed (the rank helper saw the
+optimizer step and the loss of its backward passes, rank/steploss.py).
+Reported steps win over both, observed ones over printed ones: a rank's
+scraped step is held back for ``HOLD_S`` and dropped if the rank has reported
+or observed steps by then (the launcher reads every events file before the
+output logs), and a reported or observed value replaces a scraped one for
+the mean; a rank's observed steps are ignored once it reports its own.
 """
 
 from __future__ import annotations
@@ -55,11 +58,20 @@ class ScriptSteps:
 
     # -- in ------------------------------------------------------------------
     def reported(self, ev: protocol.Event) -> None:
-        """A rank's own ``step`` event (the launcher emits it as it is)."""
+        """A rank's own ``step`` event, reported or observed (the launcher emits it as it is)."""
         if ev.rank is None:
             return
-        self._reporters.add(ev.rank)
-        self._held.pop(ev.rank, None)  # its scraped steps are the same steps, printed
+        if ev.get("source") != protocol.OBSERVED:
+            if ev.rank not in self._reporters:
+                self._reporters.add(ev.rank)
+                for step, values in list(self._pending.items()):  # the helper's, before the script's first report
+                    if values.pop(ev.rank, None) is not None and not values:
+                        del self._pending[step]
+        elif ev.rank in self._reporters:
+            return
+        held = self._held.pop(ev.rank, [])  # its scraped steps are the same steps, printed; its evaluations stay
+        if held and ev.rank not in self._reporters:
+            self._held[ev.rank] = [h for h in held if h.event.type != protocol.STEP]
         self._add(ev, reported=True)
 
     def scraped(self, ev: protocol.Event, now: float) -> None:
@@ -67,6 +79,13 @@ class ScriptSteps:
         :meth:`release` decides."""
         if ev.rank is not None and ev.rank not in self._reporters:
             self._held.setdefault(ev.rank, []).append(Held(ev, now))
+
+    def printed(self, ev: protocol.Event) -> None:
+        """A scraped step counted as it is, without being held."""
+        self._add(ev, reported=False)
+
+    def held_ranks(self) -> list[int]:
+        return [rank for rank, held in self._held.items() if held]
 
     def release(self, rank: int, now: float, final: bool = False) -> list[protocol.Event]:
         """The rank's scraped steps held long enough (all with ``final``): to emit."""
@@ -113,6 +132,18 @@ class ScriptSteps:
             del self._pending[step]
             self._last_global = step
         return out
+
+
+def took_step(rank: Any, ev: protocol.Event) -> bool:
+    """A rank's own ``step`` event, noted on ``rank`` (its ``reports_steps`` and ``observed_step``): False for
+    the helper's step of a script that reports its steps itself, which is dropped."""
+    if ev.get("source") != protocol.OBSERVED:
+        rank.reports_steps = True
+        return True
+    if rank.reports_steps:
+        return False
+    rank.observed_step = ev.get("step")
+    return True
 
 
 def _global(step: int, values: dict[int, Value]) -> protocol.Event:

@@ -25,6 +25,7 @@ from ddpstudio.core import protocol
 from ddpstudio.core.launch.lossparse import LossScraper
 from ddpstudio.core.launch.rootcause import RankFailure, StderrTail
 from ddpstudio.core.launch.rundir import RunDir
+from ddpstudio.core.launch.scriptsteps import took_step
 from ddpstudio.core.launch.tail import LineTail
 from ddpstudio.core.plan import Plan
 from ddpstudio.core.process.proctable import create_time, is_alive
@@ -65,6 +66,7 @@ class Child:
     rank: int | None = None
     world_size: int | None = None
     reports_steps: bool = False
+    observed_step: int | None = None  # the last step the rank helper saw (rank/steploss.py)
     pending: list[tuple[str, str, bool]] = field(default_factory=list)
     exit_code: int | None = None
     ended: bool = False
@@ -143,8 +145,8 @@ class SpawnedRanks:
                         out += self._line(child, stream, text, redrawn)
                     child.pending.clear()
                     continue
-                if ev.type == protocol.STEP:
-                    child.reports_steps = True
+                if ev.type == protocol.STEP and not took_step(child, ev):
+                    continue
                 out.append(ev)
         for stream, tail in (("stderr", child.err), ("stdout", child.out)):
             for text, redrawn in tail.read_segments(final):
@@ -162,9 +164,12 @@ class SpawnedRanks:
         if not redrawn:
             out.append(protocol.make_event(protocol.LOG, rank=child.rank, stream=stream, line=text))
         found = child.scraper.feed(text) if not child.reports_steps else None
-        if found is not None:
-            kind = protocol.EVAL if found.eval else protocol.STEP
-            out.append(protocol.make_event(kind, rank=child.rank, step=found.step, loss=found.loss, source="scraped"))
+        if found is not None and found.eval:
+            step = found.step if child.observed_step is None else child.observed_step
+            out.append(protocol.make_event(protocol.EVAL, rank=child.rank, step=step, loss=found.loss, source="scraped"))
+        elif found is not None and child.observed_step is None:  # else the helper saw that step and its loss
+            out.append(protocol.make_event(protocol.STEP, rank=child.rank, step=found.step, loss=found.loss,
+                                           source="scraped"))
         return out
 
     def _end(self, child: Child) -> list[protocol.Event]:

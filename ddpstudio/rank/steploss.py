@@ -1,0 +1,275 @@
+"""A user's script's steps and losses, seen from outside: the loss each step's backward passes ran on.
+
+Many scripts print their loss rarely or in a form no line reader can take:
+Lightning's rich progress bar draws only at the end when its output is no
+terminal, Hugging Face's Trainer logs every 500 steps by default, a script may
+print every 100 steps or only per epoch. The rank helper installs this once the
+script's process group exists, so every such script has a loss curve and its
+run counts as trained:
+
+- ``Tensor.backward`` on a one-element tensor with no gradient given notes
+  that tensor (detached: no graph is kept). One scaled by a ``GradScaler``
+  is noted as the loss it scaled (``GradScaler.scale`` marks its result).
+- an optimizer step (torch's global post hook) closes the step: its loss is
+  the sum of the noted tensors since the previous step, which is the mean
+  loss when the script divides by its accumulation steps before backward, as
+  Lightning, Accelerate and the Trainer do. With several optimizers, the run's
+  steps are those of the first that stepped (a GAN's discriminator; Muon's
+  half of a Muon + AdamW pair); every step clears the noted losses.
+- a step a ``GradScaler`` skipped (inf or NaN gradients) is no step.
+
+The first ``EVERY_STEP`` steps are each reported; after them at most about
+``REPORTS_PER_S`` a second, every ``stride``-th step with the mean loss since
+the last report; the stride is a power of two from the measured step time, so
+ranks in step pick the same steps. Values on a GPU are copied to the host without waiting
+(``non_blocking`` into pinned memory, an event recorded after it) and
+emitted once that event says the copy is done: no step waits for the GPU.
+A report on the host is emitted at once, before the script prints that step's
+loss, so the launcher takes the step from here and not from the line. A
+script that reports its steps itself (``ddpstudio.report.step``) gets none
+of these: while it has imported ``ddpstudio.report`` but not reported a step,
+the reports wait (until the end, or ``MAX_QUEUED`` of them), and once it
+has, they are dropped.
+"""
+
+from __future__ import annotations
+
+import atexit
+import math
+import sys
+import time
+import weakref
+from collections import deque
+from typing import Any, Callable
+
+from ddpstudio.core import protocol
+from ddpstudio.rank.emit import Emitter
+
+MARK = "_ddpstudio_losses"
+UNSCALED = "_ddpstudio_unscaled"  # on a GradScaler's result: the loss it scaled
+REPORTS_PER_S = 20
+EVERY_STEP = 50  # the first steps are each reported: a short run's curve has all of them
+MAX_STRIDE = 1 << 12
+MAX_QUEUED = 1000  # reports held while a script that imported the reporter has not reported a step
+REPORTS, MAY_REPORT = "reports", "may report"
+MAX_NOTED = 256  # backward passes without an optimizer step (a script that updates by hand): folded
+
+
+class _Report:
+    """A reported step whose loss may still be on its way from the GPU."""
+
+    __slots__ = ("step", "steps", "value", "copied")
+
+    def __init__(self, step: int, steps: int, value: Any, copied: Any = None) -> None:
+        self.step, self.steps, self.value, self.copied = step, steps, value, copied  # copied: a CUDA event
+
+    def ready(self, wait: bool) -> bool:
+        if self.copied is not None and wait:
+            self.copied.synchronize()
+        return self.copied is None or wait or self.copied.query()
+
+
+class StepLosses:
+    """Per process: the noted losses of the step under way, the steps since the last report, and the reports
+    not yet emitted."""
+
+    def __init__(self, emitter: Emitter, clock: Callable[[], float] = time.monotonic) -> None:
+        self.emitter, self.clock = emitter, clock
+        self.noted: list[Any] = []  # this step's losses (detached tensors)
+        self.window: list[Any] = []  # the losses of the steps since the last report
+        self.window_steps = 0
+        self.step = 0  # steps of the primary optimizer
+        self.stepped = 0  # steps of any optimizer (a GradScaler's skipped step is told by it not moving)
+        self.stride = 1
+        self.since = clock()  # when the last report was made
+        self.primary: weakref.ref | None = None
+        self.queue: deque[_Report] = deque()
+        self.off = False
+
+    # -- what the script does ------------------------------------------------
+    def note(self, loss: Any) -> None:
+        """A backward pass on ``loss`` (a one-element tensor)."""
+        if self.off:
+            return
+        try:
+            value = getattr(loss, UNSCALED, None)
+            self.noted.append(loss.detach() if value is None else value)
+            if len(self.noted) > MAX_NOTED:
+                self.noted = [_sum(self.noted)]
+        except Exception as exc:  # noqa: BLE001 - never in the way of the script's training
+            self._give_up(exc)
+
+    def optimizer_stepped(self, optimizer: Any) -> None:
+        self.stepped += 1
+        noted, self.noted = self.noted, []
+        if self.off:
+            return
+        try:
+            self._close_step(optimizer, noted)
+        except Exception as exc:  # noqa: BLE001 - never in the way of the script's training
+            self._give_up(exc)
+
+    def _close_step(self, optimizer: Any, noted: list[Any]) -> None:
+        primary = self.primary() if self.primary is not None else None
+        if primary is None:
+            self.primary, primary = weakref.ref(optimizer), optimizer
+        if optimizer is not primary or not noted:
+            return  # another optimizer's step, or a step without a backward pass seen
+        self.step += 1
+        self.window += noted
+        self.window_steps += 1
+        if self.step <= EVERY_STEP or self.step % self.stride == 0:
+            self._report()
+        self.emit_ready()
+
+    def step_skipped(self) -> None:
+        """A GradScaler did not step its optimizer: what this step's backward noted belongs to no step."""
+        self.noted = []
+
+    # -- reports -------------------------------------------------------------
+    def _report(self) -> None:
+        now = self.clock()
+        step_s = (now - self.since) / max(self.window_steps, 1)
+        self.since = now
+        window, steps = self.window, self.window_steps
+        self.window, self.window_steps = [], 0
+        self.stride = _stride(step_s)
+        self.queue.append(_pending(window, steps, self.step))
+
+    def emit_ready(self, wait: bool = False) -> None:
+        """Emit the reports whose values have arrived (all of them with ``wait``), unless the script reports
+        its steps itself; while it has imported the reporter but not reported a step yet, they wait."""
+        reporter = _reporter()
+        if reporter == REPORTS:
+            self.off = True
+            self.queue.clear()
+            return
+        if reporter == MAY_REPORT and not wait and len(self.queue) < MAX_QUEUED:
+            return
+        while self.queue and self.queue[0].ready(wait):
+            report = self.queue.popleft()
+            loss = float(report.value.item() if hasattr(report.value, "item") else report.value)
+            self.emitter.emit(protocol.STEP, step=report.step, loss=loss if math.isfinite(loss) else None,
+                              source=protocol.OBSERVED, steps=report.steps)
+
+    def flush(self) -> None:
+        """The end (the process group goes, or the process exits): the last steps' report, and every report."""
+        if self.off:
+            return
+        try:
+            if self.window_steps:
+                self._report()
+            self.emit_ready(wait=True)
+        except Exception as exc:  # noqa: BLE001 - at exit: never in the way of the script's own ending
+            self._give_up(exc)
+
+    def _give_up(self, exc: BaseException) -> None:
+        self.off = True
+        self.queue.clear()
+        print(f"ddpstudio rank helper: no loss curve from this rank's backward passes: {type(exc).__name__}: {exc}",
+              file=sys.stderr, flush=True)
+
+
+def install(emitter: Emitter) -> StepLosses | None:
+    """Watch the script's backward passes and optimizer steps; once per process."""
+    import torch
+    from torch.optim.optimizer import register_optimizer_step_post_hook
+
+    if getattr(torch.Tensor, MARK, None) is not None:
+        return None
+    losses = StepLosses(emitter)
+    setattr(torch.Tensor, MARK, losses)
+    torch.Tensor.backward = _backward(losses, torch.Tensor.backward)
+    scaler = torch.amp.GradScaler
+    scaler.scale = _scale(scaler.scale)
+    scaler.step = _scaler_step(losses, scaler.step)
+    register_optimizer_step_post_hook(lambda optimizer, *_: losses.optimizer_stepped(optimizer))
+    atexit.register(losses.flush)
+    return losses
+
+
+def flush() -> None:
+    """Emit what this process's script has not had emitted yet (``destroy_process_group``)."""
+    import torch
+
+    losses = getattr(torch.Tensor, MARK, None)
+    if losses is not None:
+        losses.flush()
+
+
+def _backward(losses: StepLosses, original: Callable) -> Callable:
+    def backward(tensor: Any, gradient: Any = None, *args: Any, **kwargs: Any) -> Any:
+        if gradient is None and tensor.numel() == 1:
+            losses.note(tensor)
+        return original(tensor, gradient, *args, **kwargs)
+
+    backward.__wrapped__ = original  # type: ignore[attr-defined]
+    backward.__doc__, backward.__name__ = original.__doc__, original.__name__
+    return backward
+
+
+def _scale(original: Callable) -> Callable:
+    def scale(scaler: Any, outputs: Any) -> Any:
+        scaled = original(scaler, outputs)
+        if scaled is not outputs and getattr(outputs, "numel", None) is not None and outputs.numel() == 1:
+            try:
+                setattr(scaled, UNSCALED, outputs.detach())
+            except (AttributeError, TypeError):
+                pass
+        return scaled
+
+    scale.__wrapped__, scale.__doc__, scale.__name__ = original, original.__doc__, original.__name__
+    return scale
+
+
+def _scaler_step(losses: StepLosses, original: Callable) -> Callable:
+    def step(scaler: Any, optimizer: Any, *args: Any, **kwargs: Any) -> Any:
+        before = losses.stepped
+        result = original(scaler, optimizer, *args, **kwargs)
+        if losses.stepped == before:
+            losses.step_skipped()
+        return result
+
+    step.__wrapped__, step.__doc__, step.__name__ = original, original.__doc__, original.__name__
+    return step
+
+
+def _stride(step_s: float) -> int:
+    """Every how many steps to report: a power of two, so about ``REPORTS_PER_S`` reports a second at most."""
+    if step_s <= 0:
+        return MAX_STRIDE
+    wanted = 1.0 / (REPORTS_PER_S * step_s)
+    return 1 if wanted <= 1 else min(MAX_STRIDE, 1 << math.ceil(math.log2(wanted)))
+
+
+def _sum(values: list[Any]) -> Any:
+    """The sum of one-element tensors, as one tensor; on the host one by one when they do not stack."""
+    import torch
+
+    try:
+        return torch.stack([v.reshape(()) for v in values]).float().sum()
+    except (RuntimeError, TypeError):
+        return torch.tensor(sum(float(v.item()) for v in values))
+
+
+def _pending(window: list[Any], steps: int, step: int) -> _Report:
+    """The mean loss per step over ``window``: on the host now, or on its way from the GPU without waiting."""
+    total = _sum(window) if len(window) > 1 else window[0].reshape(()).float()
+    mean = total / steps if steps > 1 else total
+    if mean.device.type == "cuda":
+        import torch
+
+        host = mean.to("cpu", non_blocking=True)  # on the device's current stream, into pinned memory
+        done = torch.cuda.Event()
+        done.record(torch.cuda.current_stream(mean.device))
+        return _Report(step, steps, host, done)
+    return _Report(step, steps, mean.item())
+
+
+def _reporter() -> str:
+    """Does the script report its steps itself (``ddpstudio.report.step``)? ``MAY_REPORT``: it imported the
+    reporter but has not reported a step yet."""
+    report = sys.modules.get("ddpstudio.report")
+    if report is None:
+        return ""
+    return REPORTS if getattr(report, "steps_reported", False) else MAY_REPORT

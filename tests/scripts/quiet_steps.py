@@ -1,0 +1,75 @@
+"""A torchrun-style script that prints no loss: its curve can only come from the rank helper (rank/steploss.py).
+
+Each rank trains a small linear model on the CPU over Gloo and writes, to
+``--out``/rank<N>.json, the loss of each step its optimizer really took (the
+mean over the step's micro-batches, unscaled), which a test compares with the
+run's ``step`` events. Options add what frameworks do around backward:
+``--accumulate K`` (K backward passes per step, each on loss / K, as
+Lightning, Accelerate and the Trainer do), ``--scaler`` (a GradScaler, whose
+backward runs on the scaled loss), ``--inf-at N`` (iteration N's gradients are
+infinite: the scaler skips that step), ``--second-optimizer`` (a second model
+and optimizer stepped after the first, as a GAN's generator), ``--report``
+(the script reports its own steps through ``ddpstudio.report``, 0-based).
+"""
+
+import argparse
+import json
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+p = argparse.ArgumentParser()
+p.add_argument("--steps", type=int, default=6)
+p.add_argument("--accumulate", type=int, default=1)
+p.add_argument("--scaler", action="store_true")
+p.add_argument("--inf-at", type=int, default=0)
+p.add_argument("--second-optimizer", action="store_true")
+p.add_argument("--report", action="store_true")
+p.add_argument("--out", required=True)
+
+
+def main() -> None:
+    args = p.parse_args()
+    if args.report:
+        from ddpstudio import report  # imported before training, as a script written for DDP Studio does
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    torch.manual_seed(0)
+    model = nn.parallel.DistributedDataParallel(nn.Linear(8, 1))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+    scaler = torch.amp.GradScaler("cpu", init_scale=1024.0, enabled=args.scaler)
+    other = nn.Linear(8, 1)
+    other_optimizer = torch.optim.SGD(other.parameters(), lr=0.05)
+    generator = torch.Generator().manual_seed(rank)
+    taken = []
+    for iteration in range(1, args.steps + 1):
+        micro = []
+        for _ in range(args.accumulate):
+            x = torch.randn(16, 8, generator=generator)
+            loss = ((model(x) - x.sum(1, keepdim=True) * (rank + 1)) ** 2).mean()
+            micro.append(loss.item())
+            if iteration == args.inf_at:
+                loss = loss * float("inf")
+            scaler.scale(loss / args.accumulate).backward()
+        scale = scaler.get_scale()
+        scaler.step(optimizer)
+        scaler.update()
+        optimizer.zero_grad()
+        if not (args.scaler and scaler.get_scale() < scale):  # the scaler backs off after a skipped step
+            taken.append(sum(micro) / len(micro))
+            if args.report:
+                report.step(len(taken) - 1, taken[-1] + 1000.0)  # its own numbering and values: told apart
+        if args.second_optimizer:
+            other_loss = (other(torch.randn(4, 8, generator=generator)) ** 2).mean() + 500.0
+            other_loss.backward()
+            other_optimizer.step()
+            other_optimizer.zero_grad()
+    Path(args.out, f"rank{rank}.json").write_text(json.dumps(taken), encoding="utf-8")
+    print(f"rank {rank} done: {len(taken)} steps", flush=True)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,89 @@
+"""A script that prints no loss still has a loss curve and counts as trained: the rank helper sees its steps.
+
+Lightning's rich progress bar draws only at the end when its output is no terminal, Hugging Face's Trainer
+logs every 500 steps (Transformers 5 with its numbers quoted), many scripts print once an epoch. Before, such a
+run had no curve, and one whose lines held no loss at all ended "finished, but nothing trained" (exit 4) after
+training well. The helper now notes the loss of each backward pass and closes a step at each optimizer step
+(rank/steploss.py). Real runs: 2 Gloo ranks of tests/scripts/quiet_steps.py, which writes the loss of every
+step it really took for the test to compare.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ddpstudio.core import protocol
+from ddpstudio.rank import steploss
+from tests.studio import SCRIPTS, ddpstudio, events, final, of_type
+
+SCRIPT = SCRIPTS / "quiet_steps.py"
+STEPS = 120
+
+
+def run(out: Path, *script_args: str):
+    res = ddpstudio("run", "--json", "--script", str(SCRIPT), "--world-size", "2", "--",
+                    "--out", str(out), *script_args)
+    evs = events(res.stdout)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert final(evs).get("state") == "finished", final(evs).data
+    return evs, {rank: json.loads((out / f"rank{rank}.json").read_text(encoding="utf-8")) for rank in (0, 1)}
+
+
+def steps_of(evs, rank: int):
+    return [e for e in of_type(evs, protocol.STEP) if e.rank == rank]
+
+
+@pytest.fixture(scope="module")
+def framework_like(tmp_path_factory):
+    """What a framework does around backward, all at once: 3 micro-batches a step on loss / 3, a GradScaler
+    whose third step is skipped (infinite gradients), and a second optimizer stepped after the first."""
+    out = tmp_path_factory.mktemp("losses")
+    return run(out, "--steps", str(STEPS), "--accumulate", "3", "--scaler", "--inf-at", "3", "--second-optimizer")
+
+
+def test_a_script_that_prints_no_loss_finishes_trained_with_each_steps_loss(framework_like):
+    evs, taken = framework_like
+    for rank in (0, 1):
+        assert len(taken[rank]) == STEPS - 1  # the skipped step is no step
+        steps = steps_of(evs, rank)
+        assert {e.get("source") for e in steps} == {protocol.OBSERVED}
+        first = steps[:steploss.EVERY_STEP]
+        assert [e.get("step") for e in first] == list(range(1, steploss.EVERY_STEP + 1))
+        # Each is the step's unscaled loss, the mean of its micro-batches (the script backs each with loss / 3
+        # times the scaler's 1024), never the second optimizer's (500 and more).
+        assert [e.get("loss") for e in first] == pytest.approx(taken[rank][:steploss.EVERY_STEP], rel=1e-5)
+    means = {e.get("step"): e.get("loss") for e in of_type(evs, protocol.GLOBAL_STEP)}
+    for step in (1, 2, 3, steploss.EVERY_STEP):
+        assert means[step] == pytest.approx((taken[0][step - 1] + taken[1][step - 1]) / 2, rel=1e-5)
+
+
+def test_after_the_first_steps_each_report_is_the_mean_of_the_steps_since_the_last(framework_like):
+    evs, taken = framework_like
+    for rank in (0, 1):
+        later = steps_of(evs, rank)[steploss.EVERY_STEP:]
+        assert len(later) < STEPS - 1 - steploss.EVERY_STEP  # fast steps: reported a window at a time
+        covered = steploss.EVERY_STEP
+        for e in later:
+            step, count = e.get("step"), e.get("steps")
+            assert step - count == covered  # the windows follow each other, none left out
+            assert e.get("loss") == pytest.approx(sum(taken[rank][step - count:step]) / count, rel=1e-5)
+            covered = step
+        assert covered == STEPS - 1  # the last steps are reported at the end
+
+
+def test_a_script_that_reports_its_own_steps_gets_none_of_the_helpers(tmp_path):
+    evs, taken = run(tmp_path, "--steps", "5", "--report")
+    for rank in (0, 1):
+        steps = steps_of(evs, rank)
+        assert [e.get("step") for e in steps] == [0, 1, 2, 3, 4]  # its own numbering
+        assert all(e.get("source") is None for e in steps)
+        assert [e.get("loss") for e in steps] == pytest.approx([v + 1000.0 for v in taken[rank]])
+    assert sorted(e.get("step") for e in of_type(evs, protocol.GLOBAL_STEP)) == [0, 1, 2, 3, 4]
+
+
+@pytest.mark.parametrize(("step_s", "stride"), [(1.0, 1), (0.05, 1), (0.04, 2), (0.01, 8), (0.001, 64), (0.0, 4096)])
+def test_the_stride_keeps_reports_near_twenty_a_second(step_s, stride):
+    assert steploss._stride(step_s) == stride
