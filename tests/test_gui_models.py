@@ -163,6 +163,9 @@ def test_hints_recognise_the_known_failures():
     asked = subprocess.run([sys.executable, "-c", "input('Press Enter to start training')"], capture_output=True,
                            text=True, stdin=subprocess.DEVNULL, timeout=60)
     assert asked.returncode == 1 and keys(asked.stderr.strip().splitlines()[-1]) == ["stdin_input"], asked.stderr
+    # Lightning 2.6's own words when its Trainer's devices are not the ranks torchrun (or DDP Studio) started.
+    assert keys("ValueError: You set `devices=2` and `num_nodes=1` in Lightning, but the product (2 * 1) does not "
+                "match the world size (4).") == ["lightning_devices"]
     assert low_load_hint(20.0, None).key == "low_gpu_load"
     assert low_load_hint(90.0, 0.5).key == "data_wait"
     assert low_load_hint(90.0, 0.01) is None and low_load_hint(None, None) is None

@@ -89,6 +89,11 @@ _RULES: tuple[tuple[Hint, tuple[str, ...]], ...] = (
           "started by DDP Studio have no keyboard: the read ended at once. Remove the prompt, or give the "
           "answer as one of the script's arguments."),
      ("eof when reading a line",)),  # CPython's input() at the end of stdin
+    (Hint("lightning_devices", "Lightning's devices do not match the ranks",
+          "The script's Lightning Trainer is given a number of devices (times num_nodes) that is not the number "
+          "of ranks DDP Studio started, and Lightning refuses to train. Make them agree: set Ranks "
+          "(--world-size) to the Trainer's devices, or the Trainer's devices to the number of ranks."),
+     ("in lightning, but the product",)),  # lightning/fabric/plugins/environments/torchelastic.py validate_settings
     (Hint("out_of_memory", "A GPU ran out of memory",
           "Lower the batch size per rank, or split the batch over the ranks instead of scaling it."),
      ("cuda out of memory", "outofmemoryerror")),
