@@ -35,8 +35,8 @@ steps = int(sys.argv[2])
 if watched:
     os.environ["DDPSTUDIO_EVENTS_DIR"] = sys.argv[3]
     from ddpstudio.rank.emit import Emitter
-    from ddpstudio.rank import steploss
-    steploss.install(Emitter(0))
+    from ddpstudio.rank import stepwatch
+    stepwatch.install(Emitter(0), 1)
 torch.manual_seed(0)
 model = nn.Linear(32, 32)
 opt = torch.optim.SGD(model.parameters(), lr=1e-3)

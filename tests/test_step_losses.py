@@ -74,6 +74,20 @@ def test_after_the_first_steps_each_report_is_the_mean_of_the_steps_since_the_la
         assert covered == STEPS - 1  # the last steps are reported at the end
 
 
+def test_each_report_counts_the_samples_its_steps_forwarded_and_gives_the_runs_rate(framework_like):
+    evs, _ = framework_like
+    for rank in (0, 1):
+        steps = steps_of(evs, rank)
+        # 3 micro-batches of 16 in every iteration, the skipped one's too (its samples go to the next report);
+        # the second model is no DDP model and counts none.
+        assert sum(e.get("samples") for e in steps) == 3 * 16 * STEPS
+        assert [e.get("samples") for e in steps[:5]] == [48, 48, 96, 48, 48]  # iteration 3 was skipped
+        assert steps[0].get("samples_per_s") is None  # its time includes the script's set-up
+        assert all(e.get("samples_per_s") > 0 for e in steps[1:])
+    rates = [e.get("samples_per_s") for e in of_type(evs, protocol.GLOBAL_STEP)]
+    assert rates[0] is None and all(rate > 0 for rate in rates[1:])
+
+
 def test_a_script_that_reports_its_own_steps_gets_none_of_the_helpers(tmp_path):
     evs, taken = run(tmp_path, "--steps", "5", "--report")
     for rank in (0, 1):

@@ -15,9 +15,11 @@
   Gloo group is done on a CPU copy, and every ``DistributedDataParallel`` on
   a Gloo group gets the staged communication hook (:mod:`ddpstudio.rank.staged`).
 - Compression ``fp16``: DDP on a Gloo group gets the float16 hook of its mode.
-- once the group exists, each optimizer step and the loss its backward
-  passes ran on, as ``step`` events (:mod:`ddpstudio.rank.steploss`), and a heartbeat with the script's step and phase for the
-  launcher's hang watch (:mod:`ddpstudio.rank.scriptbeat`), when it watches;
+- once the group exists, each optimizer step with the loss its backward
+  passes ran on and the samples its DDP forwards took, as ``step`` events
+  (:mod:`ddpstudio.rank.stepwatch`, :mod:`ddpstudio.rank.steploss`), and a
+  heartbeat with the script's step and phase for the launcher's hang watch
+  (:mod:`ddpstudio.rank.scriptbeat`), when it watches;
 - Exchange ``staged`` with ``find_unused_parameters`` or ``static_graph``: a
   warning before training (the reducer's own all-reduce, :mod:`ddpstudio.rank.usedmap`).
 
@@ -97,7 +99,7 @@ class _State:
             self._say_swap(self.dist.get_rank() == 0)  # spawn style: the rank is known only now
             self._joined()
             _beat(self.dist)
-            _observe(self.emitter)
+            _observe(self.emitter, self.dist.get_world_size())
             return result
 
         return init_process_group
@@ -194,12 +196,12 @@ def _beat(dist: ModuleType) -> None:
               file=sys.stderr, flush=True)
 
 
-def _observe(emitter: Emitter) -> None:
-    """The script's steps and the losses of their backward passes (:mod:`ddpstudio.rank.steploss`)."""
+def _observe(emitter: Emitter, world_size: int) -> None:
+    """The script's steps, the losses of their backward passes, their samples (:mod:`ddpstudio.rank.stepwatch`)."""
     try:
-        from ddpstudio.rank import steploss
+        from ddpstudio.rank import stepwatch
 
-        steploss.install(emitter)
+        stepwatch.install(emitter, world_size)
     except Exception as exc:  # the run goes on; its curve is then what the script prints
         print(f"ddpstudio rank helper: steps and losses are read from the script's output only: "
               f"{type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
@@ -207,9 +209,9 @@ def _observe(emitter: Emitter) -> None:
 
 def _flush_losses() -> None:
     try:
-        from ddpstudio.rank import steploss
+        from ddpstudio.rank import stepwatch
 
-        steploss.flush()
+        stepwatch.flush()
     except Exception as exc:  # noqa: BLE001 - never in the way of the script's own ending
         print(f"ddpstudio rank helper: the last steps' losses were not reported: {type(exc).__name__}: {exc}",
               file=sys.stderr, flush=True)

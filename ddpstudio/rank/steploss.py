@@ -4,8 +4,8 @@ Many scripts print their loss rarely or in a form no line reader can take:
 Lightning's rich progress bar draws only at the end when its output is no
 terminal, Hugging Face's Trainer logs every 500 steps by default, a script may
 print every 100 steps or only per epoch. The rank helper installs this once the
-script's process group exists, so every such script has a loss curve and its
-run counts as trained:
+script's process group exists (the taps: :mod:`ddpstudio.rank.stepwatch`), so
+every such script has a loss curve and its run counts as trained:
 
 - ``Tensor.backward`` on a one-element tensor with no gradient given notes
   that tensor (detached: no graph is kept). One scaled by a ``GradScaler``
@@ -17,6 +17,12 @@ run counts as trained:
   steps are those of the first that stepped (a GAN's discriminator; Muon's
   half of a Muon + AdamW pair); every step clears the noted losses.
 - a step a ``GradScaler`` skipped (inf or NaN gradients) is no step.
+- each training forward of a ``DistributedDataParallel`` model (training
+  mode, gradients on) counts its batch's samples (the first dimension of the
+  first tensor among its arguments), so a report carries the run's samples/s:
+  this rank's samples since the last report over the time since then, times
+  the world size (``report.step``'s convention). The first report has none:
+  its time includes the script's set-up.
 
 The first ``EVERY_STEP`` steps are each reported; after them at most about
 ``REPORTS_PER_S`` a second, every ``stride``-th step with the mean loss since
@@ -34,7 +40,6 @@ has, they are dropped.
 
 from __future__ import annotations
 
-import atexit
 import math
 import sys
 import time
@@ -45,7 +50,6 @@ from typing import Any, Callable
 from ddpstudio.core import protocol
 from ddpstudio.rank.emit import Emitter
 
-MARK = "_ddpstudio_losses"
 UNSCALED = "_ddpstudio_unscaled"  # on a GradScaler's result: the loss it scaled
 REPORTS_PER_S = 20
 EVERY_STEP = 50  # the first steps are each reported: a short run's curve has all of them
@@ -58,10 +62,12 @@ MAX_NOTED = 256  # backward passes without an optimizer step (a script that upda
 class _Report:
     """A reported step whose loss may still be on its way from the GPU."""
 
-    __slots__ = ("step", "steps", "value", "copied")
+    __slots__ = ("step", "steps", "value", "samples", "rate", "copied")
 
-    def __init__(self, step: int, steps: int, value: Any, copied: Any = None) -> None:
-        self.step, self.steps, self.value, self.copied = step, steps, value, copied  # copied: a CUDA event
+    def __init__(self, step: int, steps: int, value: Any, samples: int, rate: float | None,
+                 copied: Any = None) -> None:
+        self.step, self.steps, self.value, self.samples, self.rate = step, steps, value, samples, rate
+        self.copied = copied  # a CUDA event, when the value is on its way from the GPU
 
     def ready(self, wait: bool) -> bool:
         if self.copied is not None and wait:
@@ -73,8 +79,9 @@ class StepLosses:
     """Per process: the noted losses of the step under way, the steps since the last report, and the reports
     not yet emitted."""
 
-    def __init__(self, emitter: Emitter, clock: Callable[[], float] = time.monotonic) -> None:
-        self.emitter, self.clock = emitter, clock
+    def __init__(self, emitter: Emitter, world_size: int = 1, clock: Callable[[], float] = time.monotonic) -> None:
+        self.emitter, self.world_size, self.clock = emitter, world_size, clock
+        self.samples = 0  # training samples forwarded since the last report
         self.noted: list[Any] = []  # this step's losses (detached tensors)
         self.window: list[Any] = []  # the losses of the steps since the last report
         self.window_steps = 0
@@ -84,6 +91,7 @@ class StepLosses:
         self.since = clock()  # when the last report was made
         self.primary: weakref.ref | None = None
         self.queue: deque[_Report] = deque()
+        self.queue_made = False  # a report was made (the first one's time includes the script's set-up)
         self.off = False
 
     # -- what the script does ------------------------------------------------
@@ -96,6 +104,13 @@ class StepLosses:
             self.noted.append(loss.detach() if value is None else value)
             if len(self.noted) > MAX_NOTED:
                 self.noted = [_sum(self.noted)]
+        except Exception as exc:  # noqa: BLE001 - never in the way of the script's training
+            self._give_up(exc)
+
+    def forwarded(self, args: tuple, kwargs: dict) -> None:
+        """A training forward of a DDP model: its batch's samples."""
+        try:
+            self.samples += _batch_size(args, kwargs)
         except Exception as exc:  # noqa: BLE001 - never in the way of the script's training
             self._give_up(exc)
 
@@ -129,12 +144,14 @@ class StepLosses:
     # -- reports -------------------------------------------------------------
     def _report(self) -> None:
         now = self.clock()
-        step_s = (now - self.since) / max(self.window_steps, 1)
-        self.since = now
+        elapsed = now - self.since
+        samples = self.samples
+        rate = samples * self.world_size / elapsed if samples and elapsed > 0 and self.queue_made else None
+        self.since, self.samples, self.queue_made = now, 0, True
         window, steps = self.window, self.window_steps
         self.window, self.window_steps = [], 0
-        self.stride = _stride(step_s)
-        self.queue.append(_pending(window, steps, self.step))
+        self.stride = _stride(elapsed / max(steps, 1))
+        self.queue.append(_pending(window, steps, self.step, samples, rate))
 
     def emit_ready(self, wait: bool = False) -> None:
         """Emit the reports whose values have arrived (all of them with ``wait``), unless the script reports
@@ -149,8 +166,9 @@ class StepLosses:
         while self.queue and self.queue[0].ready(wait):
             report = self.queue.popleft()
             loss = float(report.value.item() if hasattr(report.value, "item") else report.value)
+            rate = {"samples_per_s": report.rate} if report.rate is not None else {}
             self.emitter.emit(protocol.STEP, step=report.step, loss=loss if math.isfinite(loss) else None,
-                              source=protocol.OBSERVED, steps=report.steps)
+                              source=protocol.OBSERVED, steps=report.steps, samples=report.samples, **rate)
 
     def flush(self) -> None:
         """The end (the process group goes, or the process exits): the last steps' report, and every report."""
@@ -170,76 +188,23 @@ class StepLosses:
               file=sys.stderr, flush=True)
 
 
-def install(emitter: Emitter) -> StepLosses | None:
-    """Watch the script's backward passes and optimizer steps; once per process."""
-    import torch
-    from torch.optim.optimizer import register_optimizer_step_post_hook
-
-    if getattr(torch.Tensor, MARK, None) is not None:
-        return None
-    losses = StepLosses(emitter)
-    setattr(torch.Tensor, MARK, losses)
-    torch.Tensor.backward = _backward(losses, torch.Tensor.backward)
-    scaler = torch.amp.GradScaler
-    scaler.scale = _scale(scaler.scale)
-    scaler.step = _scaler_step(losses, scaler.step)
-    register_optimizer_step_post_hook(lambda optimizer, *_: losses.optimizer_stepped(optimizer))
-    atexit.register(losses.flush)
-    return losses
-
-
-def flush() -> None:
-    """Emit what this process's script has not had emitted yet (``destroy_process_group``)."""
-    import torch
-
-    losses = getattr(torch.Tensor, MARK, None)
-    if losses is not None:
-        losses.flush()
-
-
-def _backward(losses: StepLosses, original: Callable) -> Callable:
-    def backward(tensor: Any, gradient: Any = None, *args: Any, **kwargs: Any) -> Any:
-        if gradient is None and tensor.numel() == 1:
-            losses.note(tensor)
-        return original(tensor, gradient, *args, **kwargs)
-
-    backward.__wrapped__ = original  # type: ignore[attr-defined]
-    backward.__doc__, backward.__name__ = original.__doc__, original.__name__
-    return backward
-
-
-def _scale(original: Callable) -> Callable:
-    def scale(scaler: Any, outputs: Any) -> Any:
-        scaled = original(scaler, outputs)
-        if scaled is not outputs and getattr(outputs, "numel", None) is not None and outputs.numel() == 1:
-            try:
-                setattr(scaled, UNSCALED, outputs.detach())
-            except (AttributeError, TypeError):
-                pass
-        return scaled
-
-    scale.__wrapped__, scale.__doc__, scale.__name__ = original, original.__doc__, original.__name__
-    return scale
-
-
-def _scaler_step(losses: StepLosses, original: Callable) -> Callable:
-    def step(scaler: Any, optimizer: Any, *args: Any, **kwargs: Any) -> Any:
-        before = losses.stepped
-        result = original(scaler, optimizer, *args, **kwargs)
-        if losses.stepped == before:
-            losses.step_skipped()
-        return result
-
-    step.__wrapped__, step.__doc__, step.__name__ = original, original.__doc__, original.__name__
-    return step
-
-
 def _stride(step_s: float) -> int:
     """Every how many steps to report: a power of two, so about ``REPORTS_PER_S`` reports a second at most."""
     if step_s <= 0:
         return MAX_STRIDE
     wanted = 1.0 / (REPORTS_PER_S * step_s)
     return 1 if wanted <= 1 else min(MAX_STRIDE, 1 << math.ceil(math.log2(wanted)))
+
+
+def _batch_size(args: tuple, kwargs: dict) -> int:
+    """The first dimension of the first tensor among a forward's arguments (in a list, tuple or dict too)."""
+    for value in (*args, *kwargs.values()):
+        for item in (value, *(value.values() if isinstance(value, dict) else
+                              value if isinstance(value, (list, tuple)) else ())):
+            shape = getattr(item, "shape", None)
+            if shape is not None and getattr(item, "dim", None) is not None and len(shape) >= 1:
+                return int(shape[0])
+    return 0
 
 
 def _sum(values: list[Any]) -> Any:
@@ -252,7 +217,7 @@ def _sum(values: list[Any]) -> Any:
         return torch.tensor(sum(float(v.item()) for v in values))
 
 
-def _pending(window: list[Any], steps: int, step: int) -> _Report:
+def _pending(window: list[Any], steps: int, step: int, samples: int, rate: float | None) -> _Report:
     """The mean loss per step over ``window``: on the host now, or on its way from the GPU without waiting."""
     total = _sum(window) if len(window) > 1 else window[0].reshape(()).float()
     mean = total / steps if steps > 1 else total
@@ -262,8 +227,8 @@ def _pending(window: list[Any], steps: int, step: int) -> _Report:
         host = mean.to("cpu", non_blocking=True)  # on the device's current stream, into pinned memory
         done = torch.cuda.Event()
         done.record(torch.cuda.current_stream(mean.device))
-        return _Report(step, steps, host, done)
-    return _Report(step, steps, mean.item())
+        return _Report(step, steps, host, samples, rate, done)
+    return _Report(step, steps, mean.item(), samples, rate)
 
 
 def _reporter() -> str:

@@ -22,7 +22,8 @@ from typing import NamedTuple
 _PLAIN = r"[-+]?(?:\d{1,3}(?:,\d{3})+(?:\.\d*)?|\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|inf"
 _VALUE = rf"(?:tensor\(\s*)?(?P<value>{_PLAIN})"
 _LOSS = re.compile(
-    rf"(?<![\w.])(?P<prefix>(?:train|training|val|valid|validation|test|eval|dev)[_ ])?loss\b['\"]?\s*[:=]?\s*['\"]?{_VALUE}",
+    rf"(?<![\w.])(?P<prefix>(?:train|training|val|valid|validation|test|eval|dev)[_ ])?loss\b"
+    rf"['\"]?\s*[:=]?\s*['\"]?{_VALUE}",  # 'loss': '0.53': Transformers 5 quotes its numbers
     re.IGNORECASE)
 # A line that is about held-out data, wherever it says so (ImageNet's "Test: [ 10/196] ... Loss 1.2").
 _EVAL_LINE = re.compile(r"^\W*(?:test|val|valid|validation|eval|evaluation)\b|\btest set\b|\bvalidation\b",

@@ -166,7 +166,8 @@ class SpawnedRanks:
         found = child.scraper.feed(text) if not child.reports_steps else None
         if found is not None and found.eval:
             step = found.step if child.observed_step is None else child.observed_step
-            out.append(protocol.make_event(protocol.EVAL, rank=child.rank, step=step, loss=found.loss, source="scraped"))
+            out.append(protocol.make_event(protocol.EVAL, rank=child.rank, step=step, loss=found.loss,
+                                           source="scraped"))
         elif found is not None and child.observed_step is None:  # else the helper saw that step and its loss
             out.append(protocol.make_event(protocol.STEP, rank=child.rank, step=found.step, loss=found.loss,
                                            source="scraped"))
