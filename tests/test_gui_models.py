@@ -163,6 +163,16 @@ def test_hints_recognise_the_known_failures():
     asked = subprocess.run([sys.executable, "-c", "input('Press Enter to start training')"], capture_output=True,
                            text=True, stdin=subprocess.DEVNULL, timeout=60)
     assert asked.returncode == 1 and keys(asked.stderr.strip().splitlines()[-1]) == ["stdin_input"], asked.stderr
+    # A script that puts its work on a CUDA GPU where PyTorch finds none (nanoGPT's DDP path always does): the
+    # pinned torch's own words, from a real process (a GPU machine's GPUs are hidden from this test); and a
+    # CPU-only build's (torch/cuda/__init__.py, read: the pinned build here has CUDA).
+    on_gpu = subprocess.run([sys.executable, "-c", "import torch; torch.zeros(1).cuda()"], capture_output=True,
+                            text=True, stdin=subprocess.DEVNULL, timeout=120)
+    assert on_gpu.returncode == 1 and keys(on_gpu.stderr.strip().splitlines()[-1]) == ["no_cuda_device"], \
+        on_gpu.stderr
+    assert 'raise AssertionError("Torch not compiled with CUDA enabled")' in (
+        Path(torch.__file__).parent / "cuda" / "__init__.py").read_text(encoding="utf-8")
+    assert keys("AssertionError: Torch not compiled with CUDA enabled") == ["cpu_torch"]
     # Lightning 2.6's own words when its Trainer's devices are not the ranks torchrun (or DDP Studio) started.
     assert keys("ValueError: You set `devices=2` and `num_nodes=1` in Lightning, but the product (2 * 1) does not "
                 "match the world size (4).") == ["lightning_devices"]

@@ -89,6 +89,18 @@ _RULES: tuple[tuple[Hint, tuple[str, ...]], ...] = (
           "started by DDP Studio have no keyboard: the read ended at once. Remove the prompt, or give the "
           "answer as one of the script's arguments."),
      ("eof when reading a line",)),  # CPython's input() at the end of stdin
+    (Hint("cpu_torch", "This PyTorch has no CUDA",
+          "The script puts its work on a CUDA GPU, but the PyTorch it runs is a CPU-only build (what pip installs "
+          "on Windows unless told otherwise). DDP Studio's own Python gets a CUDA build matched to the driver when "
+          "it is set up; a Python you chose for the script (the Python field) needs one too: install torch there "
+          "from https://download.pytorch.org/whl/cuNNN (the CUDA version nvidia-smi shows, or an older one), or "
+          "leave Python empty."),
+     ("torch not compiled with cuda enabled",)),  # torch/cuda/__init__.py _lazy_init
+    (Hint("no_cuda_device", "The script needs a CUDA GPU",
+          "The script puts its work on a CUDA GPU (.cuda(), cuda:N, torch.cuda.set_device), and PyTorch finds no "
+          "NVIDIA GPU or driver on this machine. Run it where there are NVIDIA GPUs and their driver, or change "
+          "the script's device to the CPU: DDP Studio then runs its ranks over Gloo."),
+     ("found no nvidia driver on your system", "no cuda gpus are available")),  # c10/cuda's words
     (Hint("lightning_devices", "Lightning's devices do not match the ranks",
           "The script's Lightning Trainer is given a number of devices (times num_nodes) that is not the number "
           "of ranks DDP Studio started, and Lightning refuses to train. Make them agree: set Ranks "
