@@ -101,3 +101,18 @@ def test_a_script_that_reports_its_own_steps_gets_none_of_the_helpers(tmp_path):
 @pytest.mark.parametrize(("step_s", "stride"), [(1.0, 1), (0.05, 1), (0.04, 2), (0.01, 8), (0.001, 64), (0.0, 4096)])
 def test_the_stride_keeps_reports_near_twenty_a_second(step_s, stride):
     assert steploss._stride(step_s) == stride
+
+
+def test_the_benchmark_prints_its_table():
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    res = subprocess.run([sys.executable, str(root / "benchmarks" / "step_losses.py"), "--rounds", "2", "--steps",
+                          "200"], capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=120, cwd=root)
+    assert res.returncode == 0, res.stderr
+    rows = [line for line in res.stdout.splitlines() if line.startswith("| the ")]
+    assert [row.split(" | ")[0] for row in rows] == ["| the cheapest real step", "| the watch's work for it"]
+    share = float(rows[1].rsplit("|", 2)[-2].strip().rstrip("%"))
+    assert 0 < share < 100  # the watch costs something, and less than the step it watches
+    assert "reports written" in res.stdout and "; 0 reports" not in res.stdout
