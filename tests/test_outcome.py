@@ -60,6 +60,29 @@ def test_the_summary_ends_with_the_first_ranks_last_words_and_the_tail_is_kept()
     assert judge(two(trained=False), 2).summary.endswith("; the ranks printed nothing")
 
 
+def test_a_lightning_script_whose_ranks_never_joined_is_told_what_makes_its_trainer_start_ddp(tmp_path):
+    from types import SimpleNamespace
+
+    from ddpstudio.core.launch.outcome import script_library
+
+    script = tmp_path / "train.py"
+    script.write_text("import torch\nimport lightning as L\ntrainer = L.Trainer(devices='auto')\n", encoding="utf-8")
+    plan = SimpleNamespace(script=SimpleNamespace(path=str(script)))
+    assert script_library(plan) == "lightning"
+    copies = judge(two(in_group=False, lines=["train_loss: 0.2"]), 2, script_library(plan)).summary
+    assert copies.startswith("not a distributed script: the ranks imported torch but none called ")
+    assert ("; the script uses Lightning, whose Trainer trains in one process unless it is given several devices: "
+            "Trainer(devices=N, strategy=\"ddp\") with N the number of ranks") in copies
+    assert copies.endswith("; rank 0's last output: 'train_loss: 0.2'")  # its own words stay last
+    # Only where the ranks never joined: a run that trained together, and other libraries, get no such note.
+    assert judge(two(), 2, "lightning").summary is None
+    script.write_text("from accelerate import Accelerator\n", encoding="utf-8")
+    assert script_library(plan) == "accelerate"
+    assert "Lightning" not in judge(two(in_group=False), 2, script_library(plan)).summary
+    script.write_text("import torch\n", encoding="utf-8")
+    assert script_library(plan) is None
+
+
 def test_copies_only_when_every_rank_trained_watched_and_outside_any_group():
     assert copies_warning(two(in_group=False), 2).startswith("the script trained 2 identical copies")
     assert copies_warning(two(in_group=False)[:1], 2) is None  # rank 1 not started yet

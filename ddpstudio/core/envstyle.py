@@ -76,6 +76,13 @@ def env_sign(tree: ast.Module) -> EnvSign | None:
     return min(imports, key=lambda s: s.line) if imports else None
 
 
+def imported_library(tree: ast.Module | None) -> str | None:
+    """The first of ``TORCHRUN_LIBRARIES`` the script imports (in line order), or None."""
+    imports = [(node.lineno, sign.said) for node in ast.walk(tree or ast.Module(body=[], type_ignores=[]))
+               if (sign := _imports_library(node))]
+    return min(imports)[1].removeprefix("imports ") if imports else None
+
+
 def _imports_library(node: ast.AST) -> EnvSign | None:
     """``import accelerate``, ``from lightning import Trainer``, ``from transformers import Trainer``..."""
     if isinstance(node, ast.Import):

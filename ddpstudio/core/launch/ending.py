@@ -17,7 +17,7 @@ from pathlib import Path
 from ddpstudio.core import protocol
 from ddpstudio.core.launch.diskguard import DiskProblem, probe
 from ddpstudio.core.launch.endings import extra, failed_event, to_stderr
-from ddpstudio.core.launch.outcome import judge, spawned_none
+from ddpstudio.core.launch.outcome import judge, script_library, spawned_none
 from ddpstudio.core.launch.rankproc import RunState
 from ddpstudio.core.launch.rootcause import RankFailure
 
@@ -41,7 +41,7 @@ class RunEnding:
         # joined a group, they did; their steps are not the script process's own.)
         if self.plan.script is not None and self.state is RunState.FINISHED and (
                 self.spawned is None or self.world_seen is None):
-            verdict = judge(self.ranks, self.plan.world_size)
+            verdict = judge(self.ranks, self.plan.world_size, script_library(self.plan))
             if self.spawned is not None and not self.spawned.children and verdict.outcome == protocol.NOT_DISTRIBUTED:
                 verdict = spawned_none(self.ranks, self.plan)  # why a spawning script started no rank at all
             self.state = RunState(verdict.outcome)

@@ -20,7 +20,15 @@ from typing import Protocol
 from ddpstudio.core.protocol import FINISHED, NOT_DISTRIBUTED, NOTHING_TRAINED, Outcome
 
 LAST_LINES = 8  # per rank, in run_finished's last_output
-STEP_EXAMPLES = "a line such as 'loss: 0.53' or 'Loss 5.3e-01', or ddpstudio.report.step()"
+STEP_EXAMPLES = ("a torch.optim step after a backward pass, which the rank helper sees, a line such as 'loss: 0.53' or "
+                 "'Loss 5.3e-01', or ddpstudio.report.step()")
+# A library that decides by itself whether to start DDP, and what makes it: said when its ranks never joined.
+LIBRARY_NOTES = {
+    "lightning": ("the script uses Lightning, whose Trainer trains in one process unless it is given several devices: "
+                  "Trainer(devices=N, strategy=\"ddp\") with N the number of ranks (devices=\"auto\" is one device on "
+                  "the CPU)"),
+}
+LIBRARY_NOTES["pytorch_lightning"] = LIBRARY_NOTES["lightning"]
 
 
 class RankFacts(Protocol):
@@ -40,8 +48,10 @@ class Verdict:
     last_output: dict[str, list[str]] = field(default_factory=dict)  # rank (as text) -> its last lines
 
 
-def judge(ranks: Sequence[RankFacts], world_size: int) -> Verdict:
-    """The outcome of a script's run whose ranks all exited 0 and that nobody stopped."""
+def judge(ranks: Sequence[RankFacts], world_size: int, library: str | None = None) -> Verdict:
+    """The outcome of a script's run whose ranks all exited 0 and that nobody stopped; ``library``: the one
+    the script imports that sets up DDP for it (envstyle.TORCHRUN_LIBRARIES), whose note a run that never
+    joined gets."""
     in_group = [r for r in ranks if r.in_group]
     trained = any(r.trained for r in ranks)
     seen = any(r.watched or r.torchless for r in ranks)  # from inside: no rank_joined means none joined
@@ -52,13 +62,24 @@ def judge(ranks: Sequence[RankFacts], world_size: int) -> Verdict:
                 if any(r.watched for r in ranks) else
                 "the ranks never imported torch, so none initialised a process group")
         summary = f"not a distributed script: {what} ({did}); all exited 0"
+        if library in LIBRARY_NOTES:
+            summary += f"; {LIBRARY_NOTES[library]}"
         return Verdict(NOT_DISTRIBUTED, _with_last_words(summary, ranks), _last_output(ranks))
     if in_group and not trained:
         summary = (f"finished, but nothing trained: {len(in_group)} of {len(ranks)} rank(s) initialised their "
-                   f"process group and all exited 0, but no rank reported or printed a training step "
+                   f"process group and all exited 0, but no rank took, reported or printed a training step "
                    f"({STEP_EXAMPLES})")
         return Verdict(NOTHING_TRAINED, _with_last_words(summary, ranks), _last_output(ranks))
     return Verdict(FINISHED)
+
+
+def script_library(plan) -> str | None:
+    """The library the plan's script imports that sets up DDP for it (Lightning, Accelerate, ...), or None."""
+    from ddpstudio.core.envstyle import imported_library
+    from ddpstudio.core.scriptargs import parse_script
+    from ddpstudio.core.scriptstyle import read_source
+
+    return imported_library(parse_script(read_source(plan.script.path)))  # unreadable by now: None
 
 
 def spawned_none(ranks: Sequence[RankFacts], plan) -> Verdict:

@@ -55,7 +55,7 @@ class RankProc:
     in_group: bool = False  # said rank_joined: initialised its process group
     seen_t: float | None = None  # when it was first seen from inside (watched, spoke or joined): past its imports
     torchless: bool = False  # the rank helper saw it exit without importing torch (rank_no_torch)
-    trained: bool = False  # reported or printed a training step
+    trained: bool = False  # took (the rank helper saw it), reported or printed a training step
     last: deque = field(default_factory=lambda: deque(maxlen=LAST_LINES))  # its last output lines
 
     def last_lines(self) -> list[str]:
