@@ -39,9 +39,11 @@ def steps_of(evs, rank: int):
 @pytest.fixture(scope="module")
 def framework_like(tmp_path_factory):
     """What a framework does around backward, all at once: 3 micro-batches a step on loss / 3, a GradScaler
-    whose third step is skipped (infinite gradients), and a second optimizer stepped after the first."""
+    whose third step is skipped (infinite gradients), a second optimizer stepped after the first, and each batch
+    forwarded twice for its loss."""
     out = tmp_path_factory.mktemp("losses")
-    return run(out, "--steps", str(STEPS), "--accumulate", "3", "--scaler", "--inf-at", "3", "--second-optimizer")
+    return run(out, "--steps", str(STEPS), "--accumulate", "3", "--scaler", "--inf-at", "3", "--second-optimizer",
+               "--two-views")
 
 
 def test_a_script_that_prints_no_loss_finishes_trained_with_each_steps_loss(framework_like):
@@ -79,7 +81,7 @@ def test_each_report_counts_the_samples_its_steps_forwarded_and_gives_the_runs_r
     for rank in (0, 1):
         steps = steps_of(evs, rank)
         # 3 micro-batches of 16 in every iteration, the skipped one's too (its samples go to the next report);
-        # the second model is no DDP model and counts none.
+        # each batch counted once though forwarded twice; the second model is no DDP model and counts none.
         assert sum(e.get("samples") for e in steps) == 3 * 16 * STEPS
         assert [e.get("samples") for e in steps[:5]] == [48, 48, 96, 48, 48]  # iteration 3 was skipped
         assert steps[0].get("samples_per_s") is None  # its time includes the script's set-up

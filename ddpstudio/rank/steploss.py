@@ -19,7 +19,9 @@ every such script has a loss curve and its run counts as trained:
 - a step a ``GradScaler`` skipped (inf or NaN gradients) is no step.
 - each training forward of a ``DistributedDataParallel`` model (training
   mode, gradients on) counts its batch's samples (the first dimension of the
-  first tensor among its arguments), so a report carries the run's samples/s:
+  first tensor among its arguments), once per backward pass (a model
+  forwarded twice for one loss, two views of a batch, is one batch), so a
+  report carries the run's samples/s:
   this rank's samples since the last report over the time since then, times
   the world size (``report.step``'s convention). The first report has none:
   its time includes the script's set-up.
@@ -82,6 +84,7 @@ class StepLosses:
     def __init__(self, emitter: Emitter, world_size: int = 1, clock: Callable[[], float] = time.monotonic) -> None:
         self.emitter, self.world_size, self.clock = emitter, world_size, clock
         self.samples = 0  # training samples forwarded since the last report
+        self.batch_counted = False  # a forward since the last backward pass was counted
         self.noted: list[Any] = []  # this step's losses (detached tensors)
         self.window: list[Any] = []  # the losses of the steps since the last report
         self.window_steps = 0
@@ -97,6 +100,7 @@ class StepLosses:
     # -- what the script does ------------------------------------------------
     def note(self, loss: Any) -> None:
         """A backward pass on ``loss`` (a one-element tensor)."""
+        self.batch_counted = False
         if self.off:
             return
         try:
@@ -108,7 +112,10 @@ class StepLosses:
             self._give_up(exc)
 
     def forwarded(self, args: tuple, kwargs: dict) -> None:
-        """A training forward of a DDP model: its batch's samples."""
+        """A training forward of a DDP model: its batch's samples, unless this backward pass's batch is counted."""
+        if self.batch_counted:
+            return
+        self.batch_counted = True
         try:
             self.samples += _batch_size(args, kwargs)
         except Exception as exc:  # noqa: BLE001 - never in the way of the script's training

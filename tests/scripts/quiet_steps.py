@@ -8,7 +8,8 @@ run's ``step`` events. Options add what frameworks do around backward:
 Lightning, Accelerate and the Trainer do), ``--scaler`` (a GradScaler, whose
 backward runs on the scaled loss), ``--inf-at N`` (iteration N's gradients are
 infinite: the scaler skips that step), ``--second-optimizer`` (a second model
-and optimizer stepped after the first, as a GAN's generator), ``--report``
+and optimizer stepped after the first, as a GAN's generator), ``--two-views``
+(the batch forwarded twice for one loss), ``--report``
 (the script reports its own steps through ``ddpstudio.report``, 0-based).
 """
 
@@ -26,6 +27,7 @@ p.add_argument("--accumulate", type=int, default=1)
 p.add_argument("--scaler", action="store_true")
 p.add_argument("--inf-at", type=int, default=0)
 p.add_argument("--second-optimizer", action="store_true")
+p.add_argument("--two-views", action="store_true")
 p.add_argument("--report", action="store_true")
 p.add_argument("--out", required=True)
 
@@ -49,6 +51,8 @@ def main() -> None:
         for _ in range(args.accumulate):
             x = torch.randn(16, 8, generator=generator)
             loss = ((model(x) - x.sum(1, keepdim=True) * (rank + 1)) ** 2).mean()
+            if args.two_views:  # the same batch forwarded twice for one loss, as contrastive training does
+                loss = (loss + ((model(x * 0.5) - x.sum(1, keepdim=True) * (rank + 1)) ** 2).mean()) / 2
             micro.append(loss.item())
             if iteration == args.inf_at:
                 loss = loss * float("inf")
