@@ -90,6 +90,17 @@ def test_each_report_counts_the_samples_its_steps_forwarded_and_gives_the_runs_r
     assert rates[0] is None and all(rate > 0 for rate in rates[1:])
 
 
+def test_fsdps_own_grad_scaler_is_read_unscaled_too(tmp_path):
+    """ShardedGradScaler overrides scale (it does not call GradScaler's), and its class is first used after the
+    helper installed its watch: its first instance has it watched."""
+    evs, taken = run(tmp_path, "--steps", "6", "--scaler", "sharded", "--inf-at", "2")
+    for rank in (0, 1):
+        assert len(taken[rank]) == 5  # the second step skipped, on both ranks (found_inf is all-reduced)
+        steps = steps_of(evs, rank)
+        assert [e.get("step") for e in steps] == [1, 2, 3, 4, 5]
+        assert [e.get("loss") for e in steps] == pytest.approx(taken[rank], rel=1e-5)  # not 1024 times them
+
+
 def test_a_script_that_reports_its_own_steps_gets_none_of_the_helpers(tmp_path):
     evs, taken = run(tmp_path, "--steps", "5", "--report")
     for rank in (0, 1):

@@ -6,6 +6,7 @@ Installed by the rank helper once the script's process group exists
 - ``Tensor.backward`` on a one-element tensor with no gradient given: the loss;
 - ``GradScaler.scale`` marks its result with the loss it scaled, and
   ``GradScaler.step`` tells a step it skipped (its optimizer did not move);
+  the same for a subclass with its own (FSDP's ``ShardedGradScaler``);
 - torch's global optimizer post hook: a step;
 - ``DistributedDataParallel.forward`` in training (training mode, gradients
   on): the batch's samples, the first dimension of the first tensor among its
@@ -22,6 +23,7 @@ from ddpstudio.rank.emit import Emitter
 from ddpstudio.rank.steploss import UNSCALED, StepLosses
 
 MARK = "_ddpstudio_losses"
+WRAPPED = "_ddpstudio_watched"  # on a GradScaler class's scale or step: already wrapped
 
 
 def install(emitter: Emitter, world_size: int) -> StepLosses | None:
@@ -36,9 +38,7 @@ def install(emitter: Emitter, world_size: int) -> StepLosses | None:
     setattr(torch.Tensor, MARK, losses)
     torch.Tensor.backward = _backward(losses, torch.Tensor.backward)
     DDP.forward = _forward(losses, DDP.forward, torch.is_grad_enabled)
-    scaler = torch.amp.GradScaler
-    scaler.scale = _scale(scaler.scale)
-    scaler.step = _scaler_step(losses, scaler.step)
+    _watch_scalers(losses, torch.amp.GradScaler)
     register_optimizer_step_post_hook(lambda optimizer, *_: losses.optimizer_stepped(optimizer))
     atexit.register(losses.flush)
     return losses
@@ -72,6 +72,33 @@ def _forward(losses: StepLosses, original: Callable, grad_enabled: Callable[[], 
 
     forward.__wrapped__, forward.__doc__, forward.__name__ = original, original.__doc__, original.__name__
     return forward
+
+
+def _watch_scalers(losses: StepLosses, base: type) -> None:
+    """``scale`` and ``step`` of ``GradScaler`` and of every subclass that has its own (FSDP's
+    ``ShardedGradScaler`` scales by itself): those imported now, and any other when its first instance is made."""
+    pending = [base]
+    while pending:
+        cls = pending.pop()
+        _watch_scaler_class(losses, cls)
+        pending += cls.__subclasses__()
+    original_init = base.__init__
+
+    def __init__(scaler: Any, *args: Any, **kwargs: Any) -> None:
+        _watch_scaler_class(losses, type(scaler))
+        original_init(scaler, *args, **kwargs)
+
+    __init__.__wrapped__, __init__.__doc__ = original_init, original_init.__doc__  # type: ignore[attr-defined]
+    base.__init__ = __init__
+
+
+def _watch_scaler_class(losses: StepLosses, cls: type) -> None:
+    for name, wrap in (("scale", _scale), ("step", lambda original: _scaler_step(losses, original))):
+        own = cls.__dict__.get(name)
+        if own is not None and not getattr(own, WRAPPED, False):
+            wrapped = wrap(own)
+            setattr(wrapped, WRAPPED, True)
+            setattr(cls, name, wrapped)
 
 
 def _scale(original: Callable) -> Callable:

@@ -6,7 +6,8 @@ mean over the step's micro-batches, unscaled), which a test compares with the
 run's ``step`` events. Options add what frameworks do around backward:
 ``--accumulate K`` (K backward passes per step, each on loss / K, as
 Lightning, Accelerate and the Trainer do), ``--scaler`` (a GradScaler, whose
-backward runs on the scaled loss), ``--inf-at N`` (iteration N's gradients are
+backward runs on the scaled loss; ``--scaler sharded``: FSDP's ShardedGradScaler,
+which scales by itself and is made after the process group exists), ``--inf-at N`` (iteration N's gradients are
 infinite: the scaler skips that step), ``--second-optimizer`` (a second model
 and optimizer stepped after the first, as a GAN's generator), ``--two-views``
 (the batch forwarded twice for one loss), ``--report``
@@ -24,7 +25,7 @@ from torch import nn
 p = argparse.ArgumentParser()
 p.add_argument("--steps", type=int, default=6)
 p.add_argument("--accumulate", type=int, default=1)
-p.add_argument("--scaler", action="store_true")
+p.add_argument("--scaler", nargs="?", const="amp", choices=("amp", "sharded"))
 p.add_argument("--inf-at", type=int, default=0)
 p.add_argument("--second-optimizer", action="store_true")
 p.add_argument("--two-views", action="store_true")
@@ -41,7 +42,12 @@ def main() -> None:
     torch.manual_seed(0)
     model = nn.parallel.DistributedDataParallel(nn.Linear(8, 1))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
-    scaler = torch.amp.GradScaler("cpu", init_scale=1024.0, enabled=args.scaler)
+    if args.scaler == "sharded":  # FSDP's, which scales by itself (and agrees on a skipped step over the group)
+        from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
+
+        scaler = ShardedGradScaler("cpu", init_scale=1024.0)
+    else:
+        scaler = torch.amp.GradScaler("cpu", init_scale=1024.0, enabled=args.scaler is not None)
     other = nn.Linear(8, 1)
     other_optimizer = torch.optim.SGD(other.parameters(), lr=0.05)
     generator = torch.Generator().manual_seed(rank)
@@ -61,7 +67,7 @@ def main() -> None:
         scaler.step(optimizer)
         scaler.update()
         optimizer.zero_grad()
-        if not (args.scaler and scaler.get_scale() < scale):  # the scaler backs off after a skipped step
+        if not (args.scaler is not None and scaler.get_scale() < scale):  # the scaler backs off after a skipped step
             taken.append(sum(micro) / len(micro))
             if args.report:
                 report.step(len(taken) - 1, taken[-1] + 1000.0)  # its own numbering and values: told apart
