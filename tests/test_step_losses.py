@@ -11,12 +11,14 @@ step it really took for the test to compare.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
 
 from ddpstudio.core import protocol
 from ddpstudio.rank import steploss
+from tests.conftest import assert_none_left
 from tests.studio import SCRIPTS, ddpstudio, events, final, of_type
 
 SCRIPT = SCRIPTS / "quiet_steps.py"
@@ -24,8 +26,14 @@ STEPS = 120
 
 
 def run(out: Path, *script_args: str):
-    res = ddpstudio("run", "--json", "--script", str(SCRIPT), "--world-size", "2", "--",
-                    "--out", str(out), *script_args)
+    """A run in a DDP Studio home of its own under ``out`` (a module's fixture comes before the per-test home),
+    checked afterwards for processes left, as every test's home is."""
+    home = out / "home"
+    try:
+        res = ddpstudio("run", "--json", "--script", str(SCRIPT), "--world-size", "2", "--", "--out", str(out),
+                        *script_args, env={**os.environ, "DDPSTUDIO_HOME": str(home)})
+    finally:
+        assert_none_left(home)
     evs = events(res.stdout)
     assert res.returncode == 0, res.stderr[-2000:]
     assert final(evs).get("state") == "finished", final(evs).data
