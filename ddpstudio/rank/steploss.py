@@ -91,10 +91,9 @@ class StepLosses:
         self.step = 0  # steps of the primary optimizer
         self.stepped = 0  # steps of any optimizer (a GradScaler's skipped step is told by it not moving)
         self.stride = 1
-        self.since = clock()  # when the last report was made
+        self.since: float | None = None  # when the last report was made (none yet: the first has no rate)
         self.primary: weakref.ref | None = None
         self.queue: deque[_Report] = deque()
-        self.queue_made = False  # a report was made (the first one's time includes the script's set-up)
         self.off = False
 
     # -- what the script does ------------------------------------------------
@@ -151,18 +150,21 @@ class StepLosses:
     # -- reports -------------------------------------------------------------
     def _report(self) -> None:
         now = self.clock()
-        elapsed = now - self.since
+        elapsed = now - self.since if self.since is not None else None  # the first: the script's set-up too
         samples = self.samples
-        rate = samples * self.world_size / elapsed if samples and elapsed > 0 and self.queue_made else None
-        self.since, self.samples, self.queue_made = now, 0, True
+        rate = samples * self.world_size / elapsed if samples and elapsed else None
+        self.since, self.samples = now, 0
         window, steps = self.window, self.window_steps
         self.window, self.window_steps = [], 0
-        self.stride = _stride(elapsed / max(steps, 1))
+        if elapsed is not None:
+            self.stride = _stride(elapsed / steps)
         self.queue.append(_pending(window, steps, self.step, samples, rate))
 
     def emit_ready(self, wait: bool = False) -> None:
         """Emit the reports whose values have arrived (all of them with ``wait``), unless the script reports
         its steps itself; while it has imported the reporter but not reported a step yet, they wait."""
+        if not self.queue:
+            return  # most steps after the first ones: nothing to emit
         reporter = _reporter()
         if reporter == REPORTS:
             self.off = True
@@ -206,8 +208,8 @@ def _stride(step_s: float) -> int:
 def _batch_size(args: tuple, kwargs: dict) -> int:
     """The first dimension of the first tensor among a forward's arguments (in a list, tuple or dict too)."""
     for value in (*args, *kwargs.values()):
-        for item in (value, *(value.values() if isinstance(value, dict) else
-                              value if isinstance(value, (list, tuple)) else ())):
+        inside = value.values() if isinstance(value, dict) else value if isinstance(value, (list, tuple)) else ()
+        for item in (value, *inside):
             shape = getattr(item, "shape", None)
             if shape is not None and getattr(item, "dim", None) is not None and len(shape) >= 1:
                 return int(shape[0])

@@ -17,6 +17,7 @@ Installed by the rank helper once the script's process group exists
 from __future__ import annotations
 
 import atexit
+import functools
 from typing import Any, Callable
 
 from ddpstudio.rank.emit import Emitter
@@ -54,23 +55,22 @@ def flush() -> None:
 
 
 def _backward(losses: StepLosses, original: Callable) -> Callable:
+    @functools.wraps(original)
     def backward(tensor: Any, gradient: Any = None, *args: Any, **kwargs: Any) -> Any:
         if gradient is None and tensor.numel() == 1:
             losses.note(tensor)
         return original(tensor, gradient, *args, **kwargs)
 
-    backward.__wrapped__ = original  # type: ignore[attr-defined]
-    backward.__doc__, backward.__name__ = original.__doc__, original.__name__
     return backward
 
 
 def _forward(losses: StepLosses, original: Callable, grad_enabled: Callable[[], bool]) -> Callable:
+    @functools.wraps(original)
     def forward(module: Any, *args: Any, **kwargs: Any) -> Any:
         if module.training and grad_enabled():
             losses.forwarded(args, kwargs)
         return original(module, *args, **kwargs)
 
-    forward.__wrapped__, forward.__doc__, forward.__name__ = original, original.__doc__, original.__name__
     return forward
 
 
@@ -84,11 +84,11 @@ def _watch_scalers(losses: StepLosses, base: type) -> None:
         pending += cls.__subclasses__()
     original_init = base.__init__
 
+    @functools.wraps(original_init)
     def __init__(scaler: Any, *args: Any, **kwargs: Any) -> None:
         _watch_scaler_class(losses, type(scaler))
         original_init(scaler, *args, **kwargs)
 
-    __init__.__wrapped__, __init__.__doc__ = original_init, original_init.__doc__  # type: ignore[attr-defined]
     base.__init__ = __init__
 
 
@@ -102,6 +102,7 @@ def _watch_scaler_class(losses: StepLosses, cls: type) -> None:
 
 
 def _scale(original: Callable) -> Callable:
+    @functools.wraps(original)
     def scale(scaler: Any, outputs: Any) -> Any:
         scaled = original(scaler, outputs)
         if scaled is not outputs and getattr(outputs, "numel", None) is not None and outputs.numel() == 1:
@@ -111,11 +112,11 @@ def _scale(original: Callable) -> Callable:
                 pass
         return scaled
 
-    scale.__wrapped__, scale.__doc__, scale.__name__ = original, original.__doc__, original.__name__
     return scale
 
 
 def _scaler_step(losses: StepLosses, original: Callable) -> Callable:
+    @functools.wraps(original)
     def step(scaler: Any, optimizer: Any, *args: Any, **kwargs: Any) -> Any:
         before = losses.stepped
         result = original(scaler, optimizer, *args, **kwargs)
@@ -123,5 +124,4 @@ def _scaler_step(losses: StepLosses, original: Callable) -> Callable:
             losses.step_skipped()
         return result
 
-    step.__wrapped__, step.__doc__, step.__name__ = original, original.__doc__, original.__name__
     return step
