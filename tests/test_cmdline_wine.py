@@ -54,17 +54,26 @@ class Windows:
                         XDG_DATA_HOME=str(home / "data"), XDG_CONFIG_HOME=str(home / "config"),
                         WINEDLLOVERRIDES="mscoree,mshtml,winemenubuilder.exe=d")
         first_server_of(base / "prefix", self.env)
-        subprocess.run(["wine", "wineboot", "-i"], env=self.env, capture_output=True, timeout=180, check=True)
+        # Persistent, as tests/wine.py's WindowsBox: without it each program's server ends about 3 s after
+        # that program, and the next program can reach it while it ends (exit 1, seen once in a census run).
+        subprocess.run(["wineserver", "-p"], env=self.env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL, timeout=60, check=True)
+        # Into a file: the services wineboot starts keep its standard handles open as long as the server lives.
+        with open(base / "wineboot.log", "wb") as log:
+            subprocess.run(["wine", "wineboot", "-i"], env=self.env, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                           timeout=180, check=True)
 
     def ask(self, lines: list[str]) -> list[tuple[str, list[str]]]:
         assert all("\n" not in line and "\r" not in line for line in lines)
-        out = subprocess.run(["wine", str(self.exe)], input="".join(line + "\n" for line in lines), env=self.env,
-                             capture_output=True, text=True, encoding="utf-8", timeout=240, check=True).stdout
-        return [_decode(line) for line in out.splitlines() if line.strip()]
+        done = subprocess.run(["wine", str(self.exe)], input="".join(line + "\n" for line in lines), env=self.env,
+                              capture_output=True, text=True, encoding="utf-8", errors="replace", timeout=240)
+        assert done.returncode == 0, f"argv_dump.exe exited {done.returncode}: {done.stderr[-2000:]}"
+        return [_decode(line) for line in done.stdout.splitlines() if line.strip()]
 
     def close(self) -> None:
         """Ends the prefix's wineserver, and checks that no process of the prefix is left."""
         subprocess.run(["wineserver", "-k"], env=self.env, capture_output=True, timeout=60)
+        subprocess.run(["wineserver", "-w"], env=self.env, capture_output=True, timeout=60)
         deadline = time.monotonic() + 10
         while (left := self._processes()) and time.monotonic() < deadline:
             time.sleep(0.1)
