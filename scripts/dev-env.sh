@@ -2,7 +2,7 @@
 # Creates .venv with DDP Studio and its pinned PyTorch (constraints.txt).
 #   bash scripts/dev-env.sh          the app (enough for 'ddpstudio run --demo')
 #   bash scripts/dev-env.sh --test   plus the test tools, makensis/7z/wine/mingw-w64 for the installer tests,
-#                                    shellcheck and SLURM for the cluster exports' tests
+#                                    ShellCheck and SLURM for the cluster exports' tests
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
@@ -39,4 +39,8 @@ fi
 # This machine's pip mirror config names folders that may not exist: drop those warnings only.
 grep -v "^WARNING: Location .* is ignored" "$log" >&2 || true
 rm -f "$log"
+# The package's bytecode, written once here: an editable install leaves it to each process, and where
+# PYTHONDONTWRITEBYTECODE is set (this project's machines) every launcher, CLI and rank would compile
+# the modules it imports again (about 0.3 s of CPU per two-rank run, 4 %: docs/testing.md).
+.venv/bin/python -m compileall -q ddpstudio >/dev/null
 .venv/bin/python -c "import ddpstudio, torch; print('ready: ddpstudio', ddpstudio.__version__, '/ torch', torch.__version__)"
