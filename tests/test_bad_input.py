@@ -118,7 +118,7 @@ def test_script_that_crashes_on_import(studio_home, tmp_path):
     done = final(events(res.stdout))
     assert done.get("state") == protocol.FAILED
     assert done.get("root_cause")["message"] == "ModuleNotFoundError: No module named 'a_module_that_does_not_exist'"
-    from ddpstudio.gui.hints import hints_for  # the window's hint: which Python, and the line that installs it
+    from ddpstudio.core.hints import hints_for  # the window's hint: which Python, and the line that installs it
 
     [hint] = hints_for(done.get("summary"), done.get("root_cause")["message"])
     assert hint.key == "missing_module" and "-m pip install a_module_that_does_not_exist" in hint.text
@@ -128,6 +128,11 @@ def test_script_that_crashes_on_import(studio_home, tmp_path):
     human = ddpstudio("run", "--world-size", "1", "--script", str(SCRIPTS / "crash_on_import.py"))
     assert human.returncode == 1
     assert "root cause: rank" in human.stdout and "No module named 'a_module_that_does_not_exist'" in human.stdout
+    # ... and what to do, as the window's error panel says it: the line that installs the module.
+    [todo] = [line for line in human.stdout.splitlines() if line.startswith("what to do: ")]
+    assert "The script needs a_module_that_does_not_exist, which DDP Studio's Python does not have" in todo
+    assert human.stdout.index(todo) < human.stdout.index("logs: ")
+    assert "-m pip install a_module_that_does_not_exist" in human.stdout
 
 
 @pytest.mark.parametrize("args, words", [

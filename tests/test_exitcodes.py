@@ -16,7 +16,7 @@ from ddpstudio.core.launch.exitabort import gloo_exit_abort_note
 from ddpstudio.core.launch.rootcause import RankFailure
 from ddpstudio.core.platform import LINUX, WINDOWS
 from ddpstudio.core.process.exitcodes import describe_exit, is_native_crash
-from ddpstudio.gui.hints import hints_for
+from ddpstudio.core.hints import hints_for
 from tests.studio import SCRIPTS, ddpstudio, events, final
 from tests.test_exchange_probe import ONE_GPU, RIGHT, child
 

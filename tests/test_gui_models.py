@@ -12,7 +12,7 @@ from ddpstudio.core import paths, protocol
 from ddpstudio.core.gpu import GpuSample, ProcessSample, Snapshot
 from ddpstudio.core.platform import LINUX, WINDOWS
 from ddpstudio.gui.form_state import SetupState, from_plan
-from ddpstudio.gui.hints import hints_for, low_load_hint
+from ddpstudio.core.hints import hints_for, low_load_hint
 from ddpstudio.gui.load_history import LoadHistory
 from ddpstudio.gui.preflight import SETUP_FILE, prepare_launch, preflight
 from ddpstudio.core.metrics.catalog import list_entries
@@ -179,6 +179,27 @@ def test_hints_recognise_the_known_failures():
     assert low_load_hint(20.0, None).key == "low_gpu_load"
     assert low_load_hint(90.0, 0.5).key == "data_wait"
     assert low_load_hint(90.0, 0.01) is None and low_load_hint(None, None) is None
+
+
+def test_each_front_names_its_own_controls_in_every_hint():
+    """The window's hints name its buttons and fields; the CLI's the commands and options that do the same."""
+    from ddpstudio.core.hints import _RULES, CLI, WINDOW
+
+    every = "\n".join(words[0] for _, words in _RULES)  # one failure's words per rule: every rule matches
+    window, cli = hints_for(every, front=WINDOW), hints_for(every, front=CLI)
+    assert [h.key for h in window] == [h.key for h in cli] and len(cli) == len(_RULES) - 2  # two are left out:
+    # a stale store's rendezvous hint and a named holder's busy-port one (their more specific hints show)
+    for w, c in zip(window, cli):
+        assert "{" not in w.text + c.text and w.title == c.title, (w, c)
+        assert not any(word in c.text for word in ("Click", "click", "the Python field", "Leave the port empty",
+                                                   "leave Python empty")), c
+    by_key = {h.key: h.text for h in cli}
+    assert "Run ddpstudio clean to remove it" in by_key["stale_store"]
+    assert "ddpstudio clean lists what killed runs left behind" in by_key["held_port"]
+    assert "(--python) needs one too" in by_key["cpu_torch"] and "or leave out --python." in by_key["cpu_torch"]
+    assert "Leave out --port to pick a free one, or run ddpstudio clean" in \
+        hints_for("EADDRINUSE", front=CLI)[0].text
+    assert "Click Clean up to remove it" in {h.key: h.text for h in window}["stale_store"]
 
 
 def test_past_runs_are_listed_and_reloaded(tmp_path):

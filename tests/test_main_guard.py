@@ -18,7 +18,7 @@ from tests.studio import SCRIPTS, ddpstudio, events, final, of_type
 
 @pytest.mark.slow
 def test_a_worker_that_runs_the_scripts_top_level_again_is_the_stated_root_cause(studio_home):
-    from ddpstudio.gui.hints import hints_for
+    from ddpstudio.core.hints import hints_for
 
     res = ddpstudio("run", "--json", "--script", str(SCRIPTS / "no_main_guard.py"), "--world-size", "1")
     done = final(events(res.stdout))

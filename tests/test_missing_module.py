@@ -11,8 +11,8 @@ import subprocess
 import sys
 
 from ddpstudio.core.platform import LINUX, WINDOWS
-from ddpstudio.gui.hints import hints_for
-from ddpstudio.gui.missing_module import install_command, missing_module, missing_module_hint
+from ddpstudio.core.hints import hints_for, missing_module_hint
+from ddpstudio.core.missing_module import install_command, missing_module
 
 
 def test_the_missing_module_is_read_from_cpythons_own_words():

@@ -104,7 +104,7 @@ def test_a_script_that_asks_for_nccl_trains_over_gloo_and_says_so_once(studio_ho
 
 @pytest.mark.slow
 def test_without_the_rank_helper_the_script_fails_as_alone_with_the_hint_that_names_the_fix(studio_home):
-    from ddpstudio.gui.hints import hints_for
+    from ddpstudio.core.hints import hints_for
 
     res, evs = _run("--no-rank-helper")
     done = final(evs)

@@ -131,7 +131,7 @@ def test_a_package_main_runs_by_the_package_name_and_unnamable_folders_stay_file
     assert module_root(str(tmp_path / "a" / "mypkg" / "__main__.py"), "mypkg") == str(tmp_path / "a")
     for folders in ("my-project", "class"):  # not a Python name; a keyword
         assert entry(package(tmp_path / "b", folders)) is None, folders
-    from ddpstudio.gui.hints import hints_for
+    from ddpstudio.core.hints import hints_for
 
     [hint] = hints_for("ImportError: attempted relative import with no known parent package")
     assert hint.key == "package_import" and "my_project" in hint.text

@@ -214,7 +214,7 @@ def test_a_busy_hard_coded_port_is_named_with_the_process_that_holds_it(studio_h
     summary = done.get("summary")
     assert f"port {port} is already in use, held by " in summary and f"(pid {os.getpid()}" in summary, summary
     assert "failed first" in summary and "orphan" not in summary and "left" not in summary.split("(")[0]
-    from ddpstudio.gui.hints import hints_for
+    from ddpstudio.core.hints import hints_for
 
     assert [h.key for h in hints_for(summary)][0] == "held_port"
 

@@ -165,7 +165,7 @@ def test_the_tutorial_series_script_trains_as_written_and_saves_its_snapshot_whe
 
 @pytest.mark.slow
 def test_forced_into_args_style_it_fails_at_once_with_the_hint_that_names_the_style(studio_home, tmp_path):
-    from ddpstudio.gui.hints import hints_for
+    from ddpstudio.core.hints import hints_for
 
     res = ddpstudio("run", "--json", "--script", str(SCRIPT), "--script-style", "args", "--world-size", "2", "--",
                     "2", "1", cwd=tmp_path)

@@ -68,6 +68,7 @@ class ProgressView:
         # among them was on the screen already and is not printed twice (issue 27).
         self.shown: dict[int | None, collections.deque[str]] = {}
         self.warned: set[str] = set()  # warnings printed: the rank helper's line saying the same is not
+        self.errors: list[str] = []  # the ranks' error events' messages: words a hint may be found by
         self._batched = False  # inside feed_all: one flush at its end
         self._handlers: dict[str, Any] = {}  # event type -> its _handle_ method (None: ignored)
 
@@ -201,6 +202,9 @@ class ProgressView:
                 shown = self.shown.setdefault(ev.rank, collections.deque(maxlen=TAIL_SHOWN))
                 shown.append(without_rank_prefix(line).rstrip())
 
+    def _handle_error(self, ev: protocol.Event) -> None:
+        self.errors.append(str(ev.get("message") or ""))
+
     def _handle_warning(self, ev: protocol.Event) -> None:
         self.warned.add(str(ev.get("message")))
         self._print(f"warning: {ev.get('message')}")
@@ -243,7 +247,18 @@ class ProgressView:
             else:
                 for line in cause.get("traceback_tail") or []:
                     self._print(f"    {line}")
+            self._hints(ev, cause)
             self._logs(ev)
+
+    def _hints(self, ev: protocol.Event, cause: dict) -> None:
+        """What to do about the root cause, as the window's error panel says it, in the CLI's words."""
+        from ddpstudio.core.hints import CLI, hints_for, script_python
+
+        found = hints_for(str(ev.get("summary") or ""), str(cause.get("message") or ""),
+                          *(cause.get("traceback_tail") or []), *self.errors,
+                          python=script_python(ev.get("run_dir")), front=CLI)
+        for hint in found:  # a command on a line of its own (the missing module's install line) is indented
+            self._print(f"what to do: {hint.title}. " + hint.text.replace("\n", "\n    "))
 
     def _not_trained(self, ev: protocol.Event) -> None:
         """Why a run that exited 0 did not train (one line), then what its ranks said last."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from ddpstudio.gui.hints import low_load_hint
+from ddpstudio.core.hints import low_load_hint
 from ddpstudio.gui.load_history import LOW_LOAD_WINDOW_S, LoadHistory
 from ddpstudio.gui.run_metrics import RunMetrics
 

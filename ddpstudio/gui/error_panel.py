@@ -14,7 +14,7 @@ from PySide6.QtGui import QFontDatabase
 from PySide6.QtWidgets import (QFrame, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QStyle, QToolButton,
                                QVBoxLayout, QWidget)
 
-from ddpstudio.gui.hints import CLEANUP, Hint
+from ddpstudio.core.hints import CLEANUP, Hint
 
 
 class ErrorPanel(QFrame):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
-from ddpstudio.gui.hints import hints_for
+from ddpstudio.core.hints import hints_for
 from ddpstudio.gui.preflight import LaunchReady, prepare_launch
 from ddpstudio.gui.run_metrics import RunMetrics
 

@@ -15,7 +15,7 @@ from PySide6.QtGui import QAction
 from ddpstudio.core import protocol
 from ddpstudio.core.launch.endings import EXIT_REFUSED
 from ddpstudio.core.nodes import joincode
-from ddpstudio.gui.hints import hints_for
+from ddpstudio.core.hints import hints_for
 from ddpstudio.gui.node_commands import HostRequest, host_command, join_command
 from ddpstudio.gui.node_dialogs import HostDialog, JoinDialog
 from ddpstudio.gui.node_panel import NodePanel

@@ -18,7 +18,7 @@ from ddpstudio.core.metrics.catalog import RUNNING, UNKNOWN, list_entries, previ
 from ddpstudio.gui.compare_view import CompareView
 from ddpstudio.gui.dialogs import Dialogs
 from ddpstudio.gui.error_panel import ErrorPanel
-from ddpstudio.gui.hints import hints_for
+from ddpstudio.core.hints import hints_for, script_python
 from ddpstudio.gui.log_view import LogView
 from ddpstudio.gui.plots import LivePlots
 from ddpstudio.gui.progress_view import ProgressView
@@ -118,7 +118,8 @@ class RunView(QWidget):
         summary = final.get("summary") or "no error message"
         tail = cause.get("traceback_tail") or []
         errors = [str(e.get("message", "")) for e in (metrics.errors if metrics else [])]
-        hints = hints_for(summary, cause.get("message", ""), *tail, *errors, python=_chosen_python(final))
+        hints = hints_for(summary, cause.get("message", ""), *tail, *errors,
+                          python=script_python(final.get("run_dir")))
         self.error_panel.show_failure(title, summary, tail, hints, final.get("run_dir") or "")
 
     def show_outcome(self, final: dict, metrics: RunMetrics | None, title: str = "The run failed") -> bool:
@@ -178,14 +179,3 @@ class RunView(QWidget):
         changed |= self.log_view.flush()
         return changed
 
-
-def _chosen_python(final: dict) -> str | None:
-    """The Python the user chose for the run's script (its plan's ``script.python``), if any."""
-    from ddpstudio.core.launch.rundir import RunDir
-    from ddpstudio.core.plan import Plan
-
-    try:
-        plan = Plan.read(RunDir.at(final["run_dir"]).plan)
-    except (KeyError, TypeError, OSError, ValueError):
-        return None
-    return plan.script.python if plan.script is not None else None

@@ -19,7 +19,7 @@ _IN_USE = re.compile(r"address already in use|eaddrinuse|errno:? ?98\b|error:? ?
 # "port: 12355," (TCPStore), "127.0.0.1:12355" (Gloo's bind), "port 12355"
 _PORT = re.compile(r"\bport\b[\s:=]*(?P<port>\d{2,5})\b|:(?P<hostport>\d{2,5})\b.*already in use",
                    re.IGNORECASE)
-HELD_BY = "is already in use, held by"  # gui/hints.py recognises the finding by these words
+HELD_BY = "is already in use, held by"  # core/hints.py recognises the finding by these words
 
 
 def port_in_text(text: str) -> int | None:

@@ -2,14 +2,30 @@
 
 The launcher reports the earliest failure (the rank's last exception line and
 traceback tail, or its rendezvous watchdog's findings); each rule below
-recognises one of the failures of docs in WINDOWS_DDP terms and says the fix.
+recognises one of the failures of docs in WINDOWS_DDP terms and says the fix,
+in the words of the front that shows it: the window's controls, or the CLI's
+commands and options (``FRONTS``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import sys
+from dataclasses import dataclass, replace
+
+from ddpstudio.core import cmdline
+from ddpstudio.core.missing_module import PROJECTS, install_command, missing_module
+from ddpstudio.core.platform import Platform
 
 CLEANUP = "cleanup"  # the action a hint may offer: run the Clean up dialog
+
+WINDOW, CLI = "window", "cli"
+# What a hint's text calls the controls it names, in each front ({name} in the rules below).
+FRONTS: dict[str, dict[str, str]] = {
+    WINDOW: {"Clean": "Click Clean up", "clean": "click Clean up", "cleanup": "Clean up",
+             "port": "Leave the port empty", "python": "the Python field", "no_python": "leave Python empty"},
+    CLI: {"Clean": "Run ddpstudio clean", "clean": "run ddpstudio clean", "cleanup": "ddpstudio clean",
+          "port": "Leave out --port", "python": "--python", "no_python": "leave out --python"},
+}
 
 
 @dataclass(frozen=True)
@@ -23,16 +39,16 @@ class Hint:
 _RULES: tuple[tuple[Hint, tuple[str, ...]], ...] = (
     (Hint("stale_store", "A killed run left its store file behind",
           "The FileStore file was not new, so the ranks read a dead run's addresses and could not connect "
-          "(pytorch #55967). Click Clean up to remove it, or use a fresh FileStore (the default).", CLEANUP),
+          "(pytorch #55967). {Clean} to remove it, or use a fresh FileStore (the default).", CLEANUP),
      ("existed before this run started", "connectfullmesh failed", "a killed run left it behind")),
     (Hint("held_port", "The script's port is taken",
           "Another program listens on the port the rank wanted (named above, with the process that holds it). "
           "Scripts in the DDP tutorial's style fix MASTER_PORT (12355): change it in the script, or end that "
-          "process if it is yours (Clean up lists what killed runs left behind).", CLEANUP),
+          "process if it is yours ({cleanup} lists what killed runs left behind).", CLEANUP),
      ("is already in use, held by",)),  # core/launch/busyport.py HELD_BY
     (Hint("busy_port", "The port is already in use",
-          "Another process (often an orphaned rank of an earlier run) listens on the store's port. Leave the "
-          "port empty to pick a free one, or click Clean up to find and end orphaned ranks.", CLEANUP),
+          "Another process (often an orphaned rank of an earlier run) listens on the store's port. {port} "
+          "to pick a free one, or {clean} to find and end orphaned ranks.", CLEANUP),
      ("address already in use", "eaddrinuse", "errno: 98", "error 10048", "is held by another process",
       "failed to listen", "failed to bind")),
     (Hint("libuv", "This PyTorch build has no libuv",
@@ -92,9 +108,9 @@ _RULES: tuple[tuple[Hint, tuple[str, ...]], ...] = (
     (Hint("cpu_torch", "This PyTorch has no CUDA",
           "The script puts its work on a CUDA GPU, but the PyTorch it runs is a CPU-only build (what pip installs "
           "on Windows unless told otherwise). DDP Studio's own Python gets a CUDA build matched to the driver when "
-          "it is set up; a Python you chose for the script (the Python field) needs one too: install torch there "
+          "it is set up; a Python you chose for the script ({python}) needs one too: install torch there "
           "from https://download.pytorch.org/whl/cuNNN (the CUDA version nvidia-smi shows, or an older one), or "
-          "leave Python empty."),
+          "{no_python}."),
      ("torch not compiled with cuda enabled",)),  # torch/cuda/__init__.py _lazy_init
     (Hint("no_cuda_device", "The script needs a CUDA GPU",
           "The script puts its work on a CUDA GPU (.cuda(), cuda:N, torch.cuda.set_device), and PyTorch finds no "
@@ -110,23 +126,24 @@ _RULES: tuple[tuple[Hint, tuple[str, ...]], ...] = (
           "Lower the batch size per rank, or split the batch over the ranks instead of scaling it."),
      ("cuda out of memory", "outofmemoryerror")),
     (Hint("rendezvous", "The ranks never met",
-          "A rank did not join in time. Check that nothing else uses the store (Clean up lists leftovers) "
+          "A rank did not join in time. Check that nothing else uses the store ({cleanup} lists leftovers) "
           "and that no firewall blocks local connections; the logs of the missing rank say more.", CLEANUP),
      ("rendezvous stalled", "timed out initializing process group", "socket timeout")),
 )
 
 
-def hints_for(*texts: str, python: str | None = None) -> list[Hint]:
-    """Hints whose words appear in any of ``texts`` (summary, message, traceback), most specific first;
-    ``python``: the interpreter the user chose for the script, if any (the missing-module hint names it)."""
+def hints_for(*texts: str, python: str | None = None, front: str = WINDOW) -> list[Hint]:
+    """Hints whose words appear in any of ``texts`` (summary, message, traceback), most specific first, worded
+    for ``front``; ``python``: the interpreter the user chose for the script, if any (the missing-module hint
+    names it)."""
     haystack = "\n".join(t for t in texts if t).lower()
-    found = [hint for hint, words in _RULES if any(w in haystack for w in words)]
+    words_of = FRONTS[front]
+    found = [replace(hint, text=hint.text.format(**words_of)) for hint, words in _RULES
+             if any(w in haystack for w in words)]
     if any(h.key == "stale_store" for h in found):
         found = [h for h in found if h.key != "rendezvous"]
     if any(h.key == "held_port" for h in found):  # the holder is named: no guessing at orphans
         found = [h for h in found if h.key != "busy_port"]
-    from ddpstudio.gui.missing_module import missing_module_hint  # it builds its text from the module named
-
     missing = missing_module_hint(*texts, chosen=python)
     return found + ([missing] if missing is not None else [])
 
@@ -142,3 +159,39 @@ def low_load_hint(mean_gpu_util: float | None, data_wait_fraction: float | None)
                     f"The GPUs were busy only {mean_gpu_util:.0f}% of the time in the last 30 s. Raise the batch "
                     "size per rank or the number of DataLoader workers.")
     return None
+
+
+def script_python(run_dir: str | None) -> str | None:
+    """The Python the user chose for the script of the run in ``run_dir`` (its plan's ``script.python``), if any."""
+    from ddpstudio.core.launch.rundir import RunDir
+    from ddpstudio.core.plan import Plan
+
+    try:
+        plan = Plan.read(RunDir.at(run_dir).plan)
+    except (TypeError, OSError, ValueError):
+        return None
+    return plan.script.python if plan.script is not None else None
+
+
+def missing_module_hint(*texts: str, prefix: str = sys.prefix, executable: str = sys.executable,
+                        platform: Platform | None = None, chosen: str | None = None) -> Hint | None:
+    """The hint for a failure whose text names a missing module, or None. ``chosen``: the Python the user chose
+    for the script (core/userpython.py), where the package belongs instead of DDP Studio's."""
+    name = missing_module(*texts)
+    if name is None:
+        return None
+    project = PROJECTS.get(name, name)
+    if chosen:
+        line = cmdline.pip_install_line(chosen, project, platform)
+        return Hint("missing_module", f"The script needs {name}, which the Python you chose does not have",
+                    f"The ranks run in the Python you chose for the script ({chosen}), which does not have "
+                    f"{name}. If {name} is a package from PyPI, install it there from a terminal:\n{line}\n(the "
+                    f"PyPI name may differ from the import name; in a conda environment, conda install works "
+                    f"too). If {name} is your own code, keep it in the script's folder or its package.")
+    return Hint("missing_module", f"The script needs {name}, which DDP Studio's Python does not have",
+                f"The ranks run in DDP Studio's Python environment ({prefix}), which has PyTorch, torchvision "
+                f"and the app but not {name}. If {name} is a package from PyPI, install it there from a "
+                f"terminal:\n{install_command(project, prefix, executable, platform)}\n(the PyPI name may "
+                f"differ from the import name), and install it again after a Repair or an update, which "
+                f"rebuild that environment. If {name} is your own code, keep it in the script's folder or "
+                f"its package.")

@@ -1,5 +1,5 @@
-"""The hint for a script that imports a package DDP Studio's Python does not have, with the command that
-installs it there.
+"""A module a script imports that its Python does not have: its name in the failure's words, and the command
+that installs it there (the hint itself: core/hints.py ``missing_module_hint``).
 
 The ranks run in the environment DDP Studio runs in: torch, torchvision and
 the app. A script that also needs timm or transformers stops at once with
@@ -21,7 +21,6 @@ from ddpstudio.bootstrap.layout import Layout
 from ddpstudio.core import cmdline
 from ddpstudio.core.launch.commands import console_python
 from ddpstudio.core.platform import Platform, current
-from ddpstudio.gui.hints import Hint
 
 # CPython's words (importlib._bootstrap): "No module named 'timm'", "No module named 'timm.models'".
 MISSING = re.compile(r"no module named '([A-Za-z_]\w*)[\w.]*'", re.IGNORECASE)
@@ -47,27 +46,3 @@ def install_command(project: str, prefix: str = sys.prefix, executable: str = sy
         return cmdline.shell_line([str(layout.uv), "pip", "install", "--python", str(layout.python(env)), project],
                                   platform)
     return cmdline.pip_install_line(console_python(executable, platform), project, platform)
-
-
-def missing_module_hint(*texts: str, prefix: str = sys.prefix, executable: str = sys.executable,
-                        platform: Platform | None = None, chosen: str | None = None) -> Hint | None:
-    """The hint for a failure whose text names a missing module, or None. ``chosen``: the Python the user chose
-    for the script (core/userpython.py), where the package belongs instead of DDP Studio's."""
-    name = missing_module(*texts)
-    if name is None:
-        return None
-    project = PROJECTS.get(name, name)
-    if chosen:
-        line = cmdline.pip_install_line(chosen, project, platform)
-        return Hint("missing_module", f"The script needs {name}, which the Python you chose does not have",
-                    f"The ranks run in the Python you chose for the script ({chosen}), which does not have "
-                    f"{name}. If {name} is a package from PyPI, install it there from a terminal:\n{line}\n(the "
-                    f"PyPI name may differ from the import name; in a conda environment, conda install works "
-                    f"too). If {name} is your own code, keep it in the script's folder or its package.")
-    return Hint("missing_module", f"The script needs {name}, which DDP Studio's Python does not have",
-                f"The ranks run in DDP Studio's Python environment ({prefix}), which has PyTorch, torchvision "
-                f"and the app but not {name}. If {name} is a package from PyPI, install it there from a "
-                f"terminal:\n{install_command(project, prefix, executable, platform)}\n(the PyPI name may "
-                f"differ from the import name), and install it again after a Repair or an update, which "
-                f"rebuild that environment. If {name} is your own code, keep it in the script's folder or "
-                f"its package.")
