@@ -30,7 +30,8 @@ def test_training_loss_lines_are_read(line, loss):
 
 
 @pytest.mark.parametrize("line, loss", [
-    ("Test: [ 10/196]\tTime  0.210 ( 0.3)\tLoss 1.2345e+00 (1.3000e+00)\tAcc@1  71.88 ( 70.00)", 1.2345),
+    # The running average in brackets: the pass so far, not this batch alone (AverageMeter's "value (average)").
+    ("Test: [ 10/196]\tTime  0.210 ( 0.3)\tLoss 1.2345e+00 (1.3000e+00)\tAcc@1  71.88 ( 70.00)", 1.3),
     ("Test set: Average loss: 0.0345, Accuracy: 9890/10000 (99%)", 0.0345),
     ("val_loss 0.3", 0.3),
     ("epoch 2 val loss: 0.41", 0.41),
@@ -51,23 +52,44 @@ def test_other_lines_are_not(line):
 
 def test_scraper_steps_only_move_forward():
     s = LossScraper()
-    assert s.feed("Epoch: [0][ 0/2] Loss 2.0 (2.0)") == Scraped(1, 2.0)
-    assert s.feed("Epoch: [0][ 1/2] Loss 1.5 (1.7)") == Scraped(2, 1.5)
-    assert s.feed("Epoch: [1][ 0/2] Loss 1.0 (1.0)") == Scraped(3, 1.0)  # the batch index restarts; the step does not
-    assert s.feed("step 10 loss=0.5") == Scraped(10, 0.5)
-    assert s.feed("step 4 loss=0.4") == Scraped(11, 0.4)
-    found = s.feed("loss: nan")
+    assert s.feed("Epoch: [0][ 0/2] Loss 2.0 (2.0)") == [Scraped(1, 2.0)]
+    assert s.feed("Epoch: [0][ 1/2] Loss 1.5 (1.7)") == [Scraped(2, 1.5)]  # training: this batch's own loss
+    assert s.feed("Epoch: [1][ 0/2] Loss 1.0 (1.0)") == [Scraped(3, 1.0)]  # the batch index restarts; the step not
+    assert s.feed("step 10 loss=0.5") == [Scraped(10, 0.5)]
+    assert s.feed("step 4 loss=0.4") == [Scraped(11, 0.4)]
+    [found] = s.feed("loss: nan")
     assert found.step == 12 and math.isnan(found.loss)
-    assert s.feed("nothing") is None
+    assert s.feed("nothing") == [] and s.flush() == []
 
 
 def test_an_evaluation_keeps_the_training_step_and_a_redrawn_bar_counts_once():
     s = LossScraper()
-    assert s.feed(" 10%|█         | 10/100 [00:01<00:09, 9.9it/s, loss=0.9]") == Scraped(10, 0.9)
-    assert s.feed(" 10%|█         | 10/100 [00:01<00:09, 9.8it/s, loss=0.9]") is None  # same step, redrawn
-    assert s.feed(" 11%|█         | 11/100 [00:01<00:09, 9.9it/s, loss=0.8]") == Scraped(11, 0.8)
-    assert s.feed("Test set: Average loss: 0.7") == Scraped(11, 0.7, eval=True)
-    assert s.feed(" 12%|█▏        | 12/100 [00:01<00:09, 9.9it/s, loss=0.6]") == Scraped(12, 0.6)
+    assert s.feed(" 10%|█         | 10/100 [00:01<00:09, 9.9it/s, loss=0.9]") == [Scraped(10, 0.9)]
+    assert s.feed(" 10%|█         | 10/100 [00:01<00:09, 9.8it/s, loss=0.9]") == []  # same step, redrawn
+    assert s.feed(" 11%|█         | 11/100 [00:01<00:09, 9.9it/s, loss=0.8]") == [Scraped(11, 0.8)]
+    assert s.feed("Test set: Average loss: 0.7") == [Scraped(11, 0.7, eval=True)]
+    assert s.feed(" 12%|█▏        | 12/100 [00:01<00:09, 9.9it/s, loss=0.6]") == [Scraped(12, 0.6)]
+
+
+def test_an_evaluation_printed_batch_by_batch_is_one_evaluation_at_its_running_average():
+    """timm's validate() and ImageNet's example print each evaluation batch with the average so far in brackets;
+    the pass is one evaluation, given when it is over, at the average of its last line."""
+    s = LossScraper()
+    assert s.feed("Train: 0 [   3/4 (100%)]  Loss: 0.584 (0.655)  Time: 0.2s") == [Scraped(1, 0.584)]
+    assert s.feed("Test: [   0/1]  Time: 0.1 (0.1)  Loss:  0.6910 (0.6910)  Acc@1: 75.0000 (75.0000)") == []
+    assert s.feed("Test: [   1/1]  Time: 0.1 (0.1)  Loss:  0.6770 (0.6840)  Acc@1: 100.0000 (87.5000)") == []
+    assert s.feed(" * Acc@1 87.500 Acc@5 100.000") == []  # ImageNet's summary line: no loss
+    # The next training line ends the pass: the evaluation first, at the step it was made, then the step.
+    assert s.feed("Train: 1 [   0/4 (  0%)]  Loss: 0.512 (0.512)") == [Scraped(1, 0.684, eval=True), Scraped(2, 0.512)]
+    # A pass whose batch number goes back is a new pass: the one before is given.
+    s.feed("Test: [ 10/196]  Loss 1.0 (1.2)")
+    assert s.feed("Test: [  0/196]  Loss 0.9 (0.9)") == [Scraped(2, 1.2, eval=True)]
+    # A line that reports a whole evaluation stands for the pass printed before it.
+    assert s.feed("Validation loss = 0.95") == [Scraped(2, 0.95, eval=True)]
+    assert s.flush() == []
+    # The output's end ends a pass too (the launcher flushes each rank's scraper when the run ends).
+    s.feed("Test:  [0/2]  eta: 0:00:01  loss: 5.0000 (3.0000)  acc1: 50.0 (50.0)")  # torchvision's MetricLogger
+    assert s.flush() == [Scraped(2, 3.0, eval=True)] and s.flush() == []
 
 
 def test_progress_bar_redraws_are_read_at_every_update(tmp_path):

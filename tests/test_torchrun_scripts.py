@@ -9,6 +9,7 @@ the script's hard-coded NCCL becomes Gloo on a machine without GPUs as it does o
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -84,14 +85,51 @@ def test_what_does_not_make_a_script_env_style():
     assert style(tutorial)[0] == "spawn"
 
 
-def test_the_cli_keeps_args_style_when_a_template_is_given(capsys):
+def test_a_parser_without_the_templates_options_is_env_style_and_says_why():
+    """Args style would append options such a parser refuses before any training; torchrun's variables cost a
+    script that does not read them nothing. timm's train.py takes --local_rank and leaves its set-up to
+    timm.utils.init_distributed_device, which reads RANK and WORLD_SIZE in another module."""
+    timm_like = ("import argparse\nfrom timm import utils\np = argparse.ArgumentParser()\n"
+                 "p.add_argument('--data-dir')\np.add_argument('--local_rank', default=0, type=int)\n"
+                 "args = p.parse_args()\ndevice = utils.init_distributed_device(args)\n")
+    assert style(timm_like) == ("env", "the script takes --local_rank, the option torch.distributed.launch gave each "
+                                       "rank beside torchrun's environment variables, and none of the args "
+                                       "template's (--dist-url, --dist-backend, --world-size, --rank): each rank "
+                                       "gets both")
+    own_options = "import argparse\np = argparse.ArgumentParser()\np.add_argument('--epochs', type=int)\n"
+    assert style(own_options) == ("env", "the script's argument parser takes none of the args template's options "
+                                         "(--dist-url, --dist-backend, --world-size, --rank) and would refuse them: "
+                                         "each rank gets torchrun's environment variables instead")
+    positional = "import argparse\np = argparse.ArgumentParser()\np.add_argument('data')\n"
+    assert style(positional)[0] == "env"
+    # One of the template's options in either spelling: args style (no suggestion), as before.
+    for option in ("--dist-url", "--dist_backend", "--world-size", "--rank"):
+        assert style(own_options + f"p.add_argument('{option}')\n") is None, option
+    assert style(own_options, "--multiprocessing-distributed")[0] == "spawn"  # spawning still comes first
+    assert style("import sys\ndata = sys.argv[1]\n") is None  # no parser: nothing refuses the template
+
+
+def test_the_cli_keeps_args_style_when_a_template_is_given(capsys, tmp_path):
     from ddpstudio.cli.run import chosen_style
 
     assert chosen_style(str(SCRIPT), ["3", "1"]) == "env"
     assert capsys.readouterr().err == (f"ddpstudio: script style env: {READS_LOCAL_RANK} (--script-style args or "
                                        "spawn overrides)\n")
     assert chosen_style(str(SCRIPT), ["3", "1"], template_given=True) == "args"  # a template is for args style
-    assert capsys.readouterr().err == ""
+    assert capsys.readouterr().err == ("ddpstudio: script style args: a --dist-args template was given: each rank "
+                                       "gets it appended (--script-style spawn or env overrides)\n")
+    # No suggestion: args style, said with its reason as the other styles are.
+    takes_them = tmp_path / "takes_them.py"
+    takes_them.write_text("import argparse\np = argparse.ArgumentParser()\np.add_argument('--dist-url')\n"
+                          "p.add_argument('--rank', type=int)\n", encoding="utf-8")
+    assert chosen_style(str(takes_them), []) == "args"
+    assert capsys.readouterr().err == ("ddpstudio: script style args: the script takes the args template's "
+                                       "--dist-url, --rank: each rank gets the template appended (--script-style "
+                                       "spawn or env overrides)\n")
+    plain = tmp_path / "plain.py"
+    plain.write_text("import sys\nprint(sys.argv)\n", encoding="utf-8")
+    assert chosen_style(str(plain), []) == "args"
+    assert "nothing in the script says torchrun or that it starts its own ranks" in capsys.readouterr().err
 
 
 def test_a_script_written_for_torch_distributed_launch_takes_its_local_rank_option_too():
@@ -193,3 +231,25 @@ def test_a_torch_distributed_launch_script_gets_its_required_local_rank_and_trai
     for rank in (0, 1):
         assert f"rank {rank} local_rank {rank} env LOCAL_RANK {rank}" in lines
     assert final(evs).get("state") == protocol.FINISHED
+
+
+@pytest.mark.slow
+def test_a_timm_shaped_script_runs_in_env_style_by_default_and_each_evaluation_pass_is_one_point(studio_home,
+                                                                                                 tmp_path):
+    """timm's train.py (helper trial, 2026-12-07): --local_rank, its set-up in a module of its own, and validation
+    printed batch by batch. It used to start in args style (exit 1: "unrecognized arguments: --dist-url ...") and,
+    in env style, gave each validation batch's own loss as an evaluation of its own."""
+    script = SCRIPTS / "timm_like" / "train.py"
+    res = ddpstudio("run", "--json", "--script", str(script), "--world-size", "2", "--", "--out", str(tmp_path),
+                    cwd=tmp_path)
+    assert res.returncode == 0, res.stderr[-3000:] + res.stdout[-3000:]
+    assert "ddpstudio: script style env: the script takes --local_rank, the option torch.distributed.launch" \
+        in res.stderr
+    evs = events(res.stdout)
+    assert final(evs).get("state") == protocol.FINISHED
+    for rank in (0, 1):
+        expected = json.loads((tmp_path / f"rank{rank}.json").read_text(encoding="utf-8"))
+        evals = [e for e in of_type(evs, protocol.EVAL) if e.rank == rank]
+        assert [e.get("step") for e in evals] == [4, 8]  # one per pass, after each epoch's 4 steps
+        assert [e.get("loss") for e in evals] == pytest.approx(expected, abs=1e-4)  # the last line's average
+        assert [e.get("step") for e in of_type(evs, protocol.STEP) if e.rank == rank] == list(range(1, 9))

@@ -210,11 +210,12 @@ def chosen_style(script: str, script_args: list[str], template_given: bool = Fal
     """No --script-style given: spawn when the script starts its own ranks, env when it is written for torchrun
     (unless a --dist-args template was given: that is for args style), else args; said on stderr, with the
     reason (core/scriptstyle.py)."""
-    from ddpstudio.core.scriptstyle import read_source, suggest_style
+    from ddpstudio.core.scriptstyle import StyleSuggestion, args_style_why, read_source, suggest_style
 
-    suggestion = suggest_style(read_source(script), script_args)
+    source = read_source(script)
+    suggestion = suggest_style(source, script_args)
     if suggestion is None or (suggestion.style == "env" and template_given):
-        return "args"
+        suggestion = StyleSuggestion("args", args_style_why(source, template_given))
     others = " or ".join(s for s in ("args", "spawn", "env") if s != suggestion.style)
     print(f"ddpstudio: script style {suggestion.style}: {suggestion.why} (--script-style {others} overrides)",
           file=sys.stderr)

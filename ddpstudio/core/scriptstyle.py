@@ -88,18 +88,51 @@ def suggest_style(source: str | None, args: Sequence[str] = ()) -> StyleSuggesti
                                    f"with its arguments it is not{_reading(found, ' (', ')')}: one process per rank")
 
 
+def args_style_why(source: str | None, template_given: bool = False) -> str:
+    """Why a script with no suggestion (or with a --dist-args template) runs in args style, in one clause."""
+    if template_given:
+        return "a --dist-args template was given: each rank gets it appended"
+    tree = parse_script(source)
+    taken = [o for o in TEMPLATE_OPTIONS if tree is not None and declares_any(tree, (o,))]
+    if taken:
+        return f"the script takes the args template's {', '.join(taken)}: each rank gets the template appended"
+    return ("nothing in the script says torchrun or that it starts its own ranks: each rank gets the args "
+            f"template appended ({DEFAULT_DIST_ARGS.split()[0]} ...)")
+
+
 def _env_style(tree: ast.Module | None) -> StyleSuggestion | None:
     """Env style for a script written for torchrun (core/envstyle.py), unless it declares one of the args
     template's options in either spelling: then args style fits (the template follows its spelling:
-    core/argsfit.py), and is what happens with no suggestion."""
+    core/argsfit.py), and is what happens with no suggestion.
+
+    Env style too for a script whose argument parser declares options but none of the template's: args style
+    would append options its parser refuses ("unrecognized arguments", before any training), while torchrun's
+    variables cost nothing to a script that does not read them. A script that takes torch.distributed.launch's
+    ``--local_rank`` is such a script (timm's train.py: its set-up, ``timm.utils.init_distributed_device``,
+    reads the variables in another module)."""
     if tree is None or declares_any(tree, TEMPLATE_OPTIONS):
         return None
     sign = env_sign(tree)
-    if sign is None:
-        return None
     option = parses_any(tree, LOCAL_RANK_OPTIONS)
     also = f"; it takes {option}, which each rank gets as torch.distributed.launch gave it" if option else ""
-    return StyleSuggestion("env", sign.why() + also)
+    if sign is not None:
+        return StyleSuggestion("env", sign.why() + also)
+    if option is not None:
+        return StyleSuggestion("env", f"the script takes {option}, the option torch.distributed.launch gave each "
+                                      "rank beside torchrun's environment variables, and none of the args template's "
+                                      f"({', '.join(TEMPLATE_OPTIONS)}): each rank gets both")
+    if _parses_arguments(tree):
+        return StyleSuggestion("env", "the script's argument parser takes none of the args template's options "
+                                      f"({', '.join(TEMPLATE_OPTIONS)}) and would refuse them: each rank gets "
+                                      "torchrun's environment variables instead")
+    return None
+
+
+def _parses_arguments(tree: ast.Module) -> bool:
+    """Does the script build an argparse parser (``ArgumentParser(...)``, ``.add_argument(...)``), which stops at
+    options it does not declare?"""
+    return any(isinstance(node, ast.Call) and (dotted(node.func) or "").rpartition(".")[2]
+               in ("ArgumentParser", "add_argument") for node in ast.walk(tree))
 
 
 def _truth_word(value: bool) -> str:

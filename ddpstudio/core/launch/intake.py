@@ -15,7 +15,7 @@ import time
 from ddpstudio.core import protocol
 from ddpstudio.core.launch.outcome import copies_warning
 from ddpstudio.core.launch.rankproc import RankProc
-from ddpstudio.core.launch.scriptsteps import ScriptSteps, took_step
+from ddpstudio.core.launch.scriptsteps import ScriptSteps, scraped_event, took_step
 
 # What the rank helper says of a rank on its own (the script reports nothing by them).
 HELPER_NEWS = (protocol.RANK_WATCHED, protocol.RANK_MEETING, protocol.RANK_NO_TORCH)
@@ -97,7 +97,11 @@ class RankIntake:
                         r.last.append(line)
                     self.emit(protocol.make_event(protocol.LOG, rank=self._tag(r), stream=stream, line=line))
                 if r.scraper is not None and not r.reports_steps:
-                    self._scraped(r, r.scraper.feed(line))
+                    for found in r.scraper.feed(line):
+                        self._scraped(r, found)
+        if final and r.scraper is not None:
+            for found in r.scraper.flush():  # an evaluation pass the output ended in
+                self._scraped(r, found)
         if final and self.steps is not None:
             self._emit_all(self.steps.release(r.rank, time.monotonic(), final=True))
         self._warn_copies()
@@ -122,16 +126,11 @@ class RankIntake:
             self.emit(protocol.make_event(protocol.WARNING, message=message))
 
     def _scraped(self, r: RankProc, found) -> None:
-        if found is None:
-            return
-        if found.eval:
-            step = found.step if r.observed_step is None else r.observed_step
-            ev = protocol.make_event(protocol.EVAL, rank=r.rank, step=step, loss=found.loss, source="scraped")
-        elif r.observed_step is not None:
+        ev = scraped_event(r, r.rank, found)
+        if ev is None:
             return  # the helper sees each step and its loss: the printed one is the same step
-        else:
+        if ev.type == protocol.STEP:
             self._trained(r)
-            ev = protocol.make_event(protocol.STEP, rank=r.rank, step=found.step, loss=found.loss, source="scraped")
         if self.steps is not None:
             self.steps.scraped(ev, time.monotonic())  # emitted once it is known not to be reported too
         else:  # spawn style: the script's own process, outside the ranks it starts

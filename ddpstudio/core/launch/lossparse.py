@@ -11,6 +11,11 @@ numbers: ``{'loss': '0.53', ...}``). Validation lines
 training steps. A step number is taken from ``step 12``, ``iter 7``, ``it 7``
 or a tqdm bar's ``10/500 [``; otherwise (e.g. ``[ 10/500]``, which restarts
 every epoch) loss lines are numbered in order.
+
+An evaluation printed batch by batch (``Test: [ 3/10] ... Loss 0.69 (0.68)``:
+ImageNet's example, timm, torchvision's references) is one evaluation: its
+value is the running average in brackets, and the pass's last line gives it
+(:class:`LossScraper` holds it until the pass is over).
 """
 
 from __future__ import annotations
@@ -35,17 +40,21 @@ _EVAL_LINE = re.compile(r"^\W*(?:test|val|valid|validation|eval|evaluation)\b|\b
 # line without "loss", _LOSS's look-behind at every position costs about 8 times _LOSS_HINT.
 _LOSS_HINT = re.compile("loss", re.IGNORECASE)
 _EVAL_HINT = re.compile("test|val", re.IGNORECASE)  # "eval", "evaluation" and "validation" contain "val"
+# The running average an AverageMeter prints after the value: "Loss 0.691 ( 0.684)", "loss: 5.0000 (3.0000)".
+_AVERAGE = re.compile(rf"\s*\(\s*(?P<average>{_PLAIN})\s*\)", re.IGNORECASE)
 _STEP = re.compile(r"(?:\bstep|\biter(?:ation)?|\bit)\s*[:=#]?\s*(?P<step>\d+)"
                    r"|\|\s*(?P<bar>\d+)/\d+\s*\["  # a tqdm bar: " 10/500 [00:01<..."
                    r"|\[\s*(?P<batch>\d+)\s*/\s*\d+\s*\]", re.IGNORECASE)
 
 
 class Reading(NamedTuple):
-    """A loss found in one line: training or evaluation, and the step the line named (if any)."""
+    """A loss found in one line: training or evaluation, the step the line named (if any), and for a line of an
+    evaluation printed batch by batch its batch number (``[ 3/10]``)."""
 
     loss: float
     step: int | None = None
     eval: bool = False
+    batch: int | None = None
 
 
 def parse_loss(line: str) -> Reading | None:
@@ -61,10 +70,17 @@ def parse_loss(line: str) -> Reading | None:
     is_eval = prefix not in ("", "train", "training") or (
         prefix == "" and _EVAL_HINT.search(line) is not None and _EVAL_LINE.search(line) is not None)
     step_match = _STEP.search(line)
-    step = None
+    step = batch = None
     if step_match and (step_match.group("step") or step_match.group("bar")):
         step = int(step_match.group("step") or step_match.group("bar"))
-    return Reading(loss, step, is_eval)
+    elif step_match and is_eval:
+        batch = int(step_match.group("batch"))
+    if is_eval and (average := _AVERAGE.match(line, match.end())) is not None:
+        try:
+            loss = float(average.group("average").replace(",", ""))  # the pass so far, not this batch alone
+        except ValueError:
+            pass
+    return Reading(loss, step, is_eval, batch)
 
 
 class Scraped(NamedTuple):
@@ -76,21 +92,37 @@ class Scraped(NamedTuple):
 
 
 class LossScraper:
-    """Per-rank state: turns loss lines into steps that only move forward; evaluations keep the step."""
+    """Per-rank state: turns loss lines into steps that only move forward; evaluations keep the step.
+
+    An evaluation printed batch by batch is held while its pass goes on (each line's running average replaces
+    the last) and given once: at the next training line, when a batch number goes back (the next pass), when a
+    line reports a whole evaluation (which then stands for the pass), or at :meth:`flush` (the run's end)."""
 
     def __init__(self) -> None:
         self.step = 0
         self._named: int | None = None  # the step the last training line named
+        self._pass: tuple[int, Scraped] | None = None  # an evaluation pass going on: (its last batch, its value)
 
-    def feed(self, line: str) -> Scraped | None:
+    def feed(self, line: str) -> list[Scraped]:
         found = parse_loss(line)
         if found is None:
-            return None
+            return []
         loss = found.loss if math.isfinite(found.loss) else float("nan")
+        if found.eval and found.batch is None:
+            self._pass = None  # a whole evaluation's line: the batches printed before it were its progress
+            return [Scraped(self.step, loss, eval=True)]
         if found.eval:
-            return Scraped(self.step, loss, eval=True)
+            done = self.flush() if self._pass is not None and found.batch <= self._pass[0] else []
+            self._pass = (found.batch, Scraped(self.step, loss, eval=True))
+            return done
         if found.step is not None and found.step == self._named:
-            return None  # the same step again (a progress bar redrawn): counted once
+            return []  # the same step again (a progress bar redrawn): counted once
+        done = self.flush()
         self._named = found.step
         self.step = found.step if found.step is not None and found.step > self.step else self.step + 1
-        return Scraped(self.step, loss)
+        return [*done, Scraped(self.step, loss)]
+
+    def flush(self) -> list[Scraped]:
+        """The evaluation pass still held, if any (its last line's running average)."""
+        held, self._pass = self._pass, None
+        return [held[1]] if held is not None else []

@@ -146,6 +146,18 @@ def took_step(rank: Any, ev: protocol.Event) -> bool:
     return True
 
 
+def scraped_event(rank: Any, tag: Any, found: Any) -> protocol.Event | None:
+    """The event a loss read from a rank's output makes (``found``: lossparse's ``Scraped``), named ``tag``: an
+    evaluation at the step the rank helper last saw (or the scraper's count), or a printed training step,
+    None when the helper sees the rank's steps itself (the same step with its exact loss)."""
+    if found.eval:
+        step = found.step if rank.observed_step is None else rank.observed_step
+        return protocol.make_event(protocol.EVAL, rank=tag, step=step, loss=found.loss, source="scraped")
+    if rank.observed_step is not None:
+        return None
+    return protocol.make_event(protocol.STEP, rank=tag, step=found.step, loss=found.loss, source="scraped")
+
+
 def _global(step: int, values: dict[int, Value]) -> protocol.Event:
     losses = [v.loss for v in values.values() if v.loss is not None]
     rates = [v.samples_per_s for v in values.values() if v.samples_per_s is not None]

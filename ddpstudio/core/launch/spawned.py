@@ -25,7 +25,7 @@ from ddpstudio.core import protocol
 from ddpstudio.core.launch.lossparse import LossScraper
 from ddpstudio.core.launch.rootcause import RankFailure, StderrTail
 from ddpstudio.core.launch.rundir import RunDir
-from ddpstudio.core.launch.scriptsteps import took_step
+from ddpstudio.core.launch.scriptsteps import scraped_event, took_step
 from ddpstudio.core.launch.tail import LineTail
 from ddpstudio.core.plan import Plan
 from ddpstudio.core.process.proctable import create_time, is_alive
@@ -156,6 +156,9 @@ class SpawnedRanks:
                     out += self._line(child, stream, text, redrawn)
                 elif len(child.pending) < MAX_PENDING:
                     child.pending.append((stream, text, redrawn))
+        if final and child.rank is not None and not child.reports_steps:
+            out += [ev for found in child.scraper.flush()  # an evaluation pass the output ended in
+                    if (ev := scraped_event(child, child.rank, found)) is not None]
         return out
 
     def _line(self, child: Child, stream: str, text: str, redrawn: bool) -> list[protocol.Event]:
@@ -163,14 +166,10 @@ class SpawnedRanks:
         out: list[protocol.Event] = []
         if not redrawn:
             out.append(protocol.make_event(protocol.LOG, rank=child.rank, stream=stream, line=text))
-        found = child.scraper.feed(text) if not child.reports_steps else None
-        if found is not None and found.eval:
-            step = found.step if child.observed_step is None else child.observed_step
-            out.append(protocol.make_event(protocol.EVAL, rank=child.rank, step=step, loss=found.loss,
-                                           source="scraped"))
-        elif found is not None and child.observed_step is None:  # else the helper saw that step and its loss
-            out.append(protocol.make_event(protocol.STEP, rank=child.rank, step=found.step, loss=found.loss,
-                                           source="scraped"))
+        for found in child.scraper.feed(text) if not child.reports_steps else []:
+            ev = scraped_event(child, child.rank, found)  # None: the helper saw that step and its loss
+            if ev is not None:
+                out.append(ev)
         return out
 
     def _end(self, child: Child) -> list[protocol.Event]:
