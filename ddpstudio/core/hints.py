@@ -114,8 +114,10 @@ _RULES: tuple[tuple[Hint, tuple[str, ...]], ...] = (
      ("torch not compiled with cuda enabled",)),  # torch/cuda/__init__.py _lazy_init
     (Hint("no_cuda_device", "The script needs a CUDA GPU",
           "The script puts its work on a CUDA GPU (.cuda(), cuda:N, torch.cuda.set_device), and PyTorch finds no "
-          "NVIDIA GPU or driver on this machine. Run it where there are NVIDIA GPUs and their driver, or change "
-          "the script's device to the CPU: DDP Studio then runs its ranks over Gloo."),
+          "NVIDIA GPU or driver on this machine. Run it where there are NVIDIA GPUs and their driver, or make the "
+          "script keep to the CPU: DDP Studio then runs its ranks over Gloo. A device option alone may not do it "
+          "(torchvision's reference scripts call torch.cuda.set_device whenever they run distributed): the "
+          "traceback names the line that asks for CUDA."),
      ("found no nvidia driver on your system", "no cuda gpus are available")),  # c10/cuda's words
     (Hint("lightning_devices", "Lightning's devices do not match the ranks",
           "The script's Lightning Trainer is given a number of devices (times num_nodes) that is not the number "
