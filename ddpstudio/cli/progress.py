@@ -69,6 +69,7 @@ class ProgressView:
         self.shown: dict[int | None, collections.deque[str]] = {}
         self.warned: set[str] = set()  # warnings printed: the rank helper's line saying the same is not
         self.errors: list[str] = []  # the ranks' error events' messages: words a hint may be found by
+        self.unshown_step: str | None = None  # the last step's line, not printed (every 5th is): the run's end shows it
         self._batched = False  # inside feed_all: one flush at its end
         self._handlers: dict[str, Any] = {}  # event type -> its _handle_ method (None: ignored)
 
@@ -158,6 +159,9 @@ class ProgressView:
             self._status(f"{bar}step {step}{of}  loss {loss_s}  {rate_s}  ETA {format_eta(eta)}")
         elif step == 1 or step % self.every == 0 or (total and step == total):
             self._print(f"step {step:5d}  loss {loss_s}  {rate_s}".rstrip())
+            self.unshown_step = None
+        else:
+            self.unshown_step = f"step {step:5d}  loss {loss_s}  {rate_s}".rstrip()  # printed if it is the last
 
     def _handle_epoch_end(self, ev: protocol.Event) -> None:
         loss = ev.get("loss")
@@ -226,6 +230,9 @@ class ProgressView:
     def _handle_run_finished(self, ev: protocol.Event) -> None:
         if ev.get("refused"):  # nothing started; the launcher's "ddpstudio: error:" line said why, once
             return
+        if self.unshown_step is not None:  # a script's steps have no total: its last one is shown here
+            self._print(self.unshown_step)
+            self.unshown_step = None
         state = ev.get("state")
         duration = ev.get("duration_s") or 0.0
         world = ev.get("world_size") or self.world_size
@@ -276,6 +283,8 @@ class ProgressView:
         """The rank whose output printed above holds every line of ``cause``'s traceback tail (the failing
         rank's own first), or ``None``: a script's traceback is on the screen once, not twice."""
         tail = [line.rstrip() for line in cause.get("traceback_tail") or [] if line.strip()]
+        starts = [i for i, line in enumerate(tail) if line.startswith("Traceback (most recent call last)")]
+        tail = tail[starts[-1]:] if starts else tail  # a rank's own log lines before its traceback name the rank
         ranks = sorted(self.shown, key=lambda r: (r != cause.get("rank"), r if isinstance(r, int) else -1))
         return next((r for r in ranks if tail and set(tail) <= set(self.shown[r])), None)
 

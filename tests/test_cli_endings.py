@@ -1,0 +1,55 @@
+"""How `ddpstudio run` ends a script's run on a terminal: its last step, a traceback once, what to do.
+
+Found running timm's and torchvision's train.py through the CLI (2026-12-07): a script's steps have no total,
+so a run of 4 steps showed only step 1 (every 5th step is printed); each rank's traceback began with the
+script's own log line naming the rank, so the root cause's lines were printed again under the one on screen."""
+
+from __future__ import annotations
+
+import io
+
+from ddpstudio.cli.progress import ProgressView
+from ddpstudio.core import protocol
+
+
+def _view() -> tuple[ProgressView, io.StringIO]:
+    out = io.StringIO()
+    view = ProgressView(out=out, tty=False, show_output="0")
+    view.feed(protocol.make_event(protocol.RUN_STARTED, run_id="r", world_size=2, backend="gloo", device="cpu",
+                                  store="tcp", run_dir="/runs/r", kind="script", script_style="env"))
+    return view, out
+
+
+def test_a_scripts_last_step_is_shown_when_the_run_ends():
+    view, out = _view()
+    for step, loss in ((1, 0.70), (2, 0.69), (3, 0.65), (4, 0.58)):
+        view.feed(protocol.make_event(protocol.GLOBAL_STEP, step=step, loss=loss))
+    view.feed(protocol.make_event(protocol.RUN_FINISHED, state=protocol.FINISHED, duration_s=13.2, world_size=2))
+    lines = out.getvalue().splitlines()
+    assert [line for line in lines if line.startswith("step")] == ["step     1  loss 0.7000", "step     4  loss 0.5800"]
+    assert lines[-1] == "run finished after 13.2 s (world size 2)"
+    # A last step that was printed already is not printed twice.
+    view, out = _view()
+    for step in range(1, 6):
+        view.feed(protocol.make_event(protocol.GLOBAL_STEP, step=step, loss=1.0 / step))
+    view.feed(protocol.make_event(protocol.RUN_FINISHED, state=protocol.FINISHED, duration_s=2.0, world_size=2))
+    assert [line for line in out.getvalue().splitlines() if line.startswith("step")] == [
+        "step     1  loss 1.0000", "step     5  loss 0.2000"]
+
+
+def test_a_traceback_on_screen_is_not_printed_again_when_the_ranks_own_log_line_differs():
+    view, out = _view()
+    frames = ["Traceback (most recent call last):", '  File "train.py", line 1028, in main',
+              "    model = NativeDDP(model, device_ids=[device])",
+              "ValueError: DistributedDataParallel device_ids and output_device arguments only work with GPUs"]
+    for line in ["Training in distributed mode with 2 processes. Process 0, total 2, device cpu.", *frames]:
+        view.feed(protocol.make_event(protocol.LOG, rank=0, stream="stderr", line=line))
+    cause = {"rank": 1, "exit_code": 1, "message": frames[-1],
+             "traceback_tail": ["Training in distributed mode with 2 processes. Process 1, total 2, device cpu.",
+                                *frames]}
+    view.feed(protocol.make_event(protocol.RUN_FINISHED, state=protocol.FAILED, duration_s=7.6, world_size=2,
+                                  root_cause=cause, summary=f"rank 1 failed first (exit code 1): {frames[-1]}",
+                                  run_dir=None))
+    text = out.getvalue()
+    assert "    (the same traceback is printed above, from rank 0)" in text
+    assert text.count("line 1028, in main") == 1
