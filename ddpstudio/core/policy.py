@@ -114,7 +114,7 @@ def choose_store(platform: Platform, requested: str, script_style: str | None) -
         if requested == "file":
             raise PolicyError("scripts written for torchrun read MASTER_ADDR/MASTER_PORT (env://); "
                               "a FileStore cannot be used with them: choose the tcp store or auto", "store")
-        return Decision("tcp", "TCP store via env://: the script reads torchrun's environment variables")
+        return Decision("tcp", "TCP store via env://: in env style each rank gets torchrun's environment variables")
     if requested not in ("auto", "file", "tcp"):
         raise PolicyError(f"unknown store {requested!r}: choose auto, file or tcp", "store")
     if requested == "tcp":
