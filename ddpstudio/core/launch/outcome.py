@@ -27,11 +27,6 @@ LIBRARY_NOTES = {
     "lightning": ("the script uses Lightning, whose Trainer trains in one process unless it is given several devices: "
                   "Trainer(devices=N, strategy=\"ddp\") with N the number of ranks (devices=\"auto\" is one device on "
                   "the CPU)"),
-    # accelerate/state.py PartialState._prepare_backend: with LOCAL_RANK set and no GPU, no distributed type is
-    # found unless cpu is true (Accelerator(cpu=True), or ACCELERATE_USE_CPU in Accelerator.__init__): NO, one process.
-    "accelerate": ("the script uses Accelerate, which joins the ranks on a machine without GPUs only when told to use "
-                   "the CPU: Accelerator(cpu=True), or ACCELERATE_USE_CPU=1 in the environment; otherwise each rank "
-                   "trains on its own"),
 }
 LIBRARY_NOTES["pytorch_lightning"] = LIBRARY_NOTES["lightning"]
 
