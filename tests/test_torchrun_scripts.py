@@ -253,3 +253,33 @@ def test_a_timm_shaped_script_runs_in_env_style_by_default_and_each_evaluation_p
         assert [e.get("step") for e in evals] == [4, 8]  # one per pass, after each epoch's 4 steps
         assert [e.get("loss") for e in evals] == pytest.approx(expected, abs=1e-4)  # the last line's average
         assert [e.get("step") for e in of_type(evs, protocol.STEP) if e.rank == rank] == list(range(1, 9))
+
+
+def test_an_accelerate_script_on_the_cpu_is_told_to_use_it_so_its_ranks_train_together(tmp_path, monkeypatch):
+    """Accelerate 1.x on a machine without GPUs: with LOCAL_RANK set it finds no distributed type unless told to use
+    the CPU, so each rank trained alone (num_processes 1; seen under DDP Studio and torchrun alike, 2026-12-07),
+    although the ranks joined a process group and the run "finished". DDP Studio tells it, and says so."""
+    from ddpstudio.core.gpu import FakeGpuSource, detect_inventory
+    from ddpstudio.core.plan import ScriptSpec
+    from ddpstudio.core.platform import LINUX, WINDOWS
+    from ddpstudio.core.policy import ACCELERATE_CPU, Request, build_plan
+    from ddpstudio.core.launch.commands import rank_env
+
+    script = tmp_path / "acc.py"
+    script.write_text("from accelerate import Accelerator\naccelerator = Accelerator()\n", encoding="utf-8")
+    monkeypatch.delenv(ACCELERATE_CPU, raising=False)
+    cpu = detect_inventory()
+    gpus = detect_inventory(FakeGpuSource([{"name": "NVIDIA GeForce RTX 4090", "total_memory_mb": 24564,
+                                            "compute_capability": "8.9"}] * 2))
+    request = Request(script=ScriptSpec(path=str(script), style="env"), store="tcp", port=29511)
+    for platform in (LINUX, WINDOWS):
+        plan = build_plan(request, platform, cpu, interfaces={})
+        assert plan.device == "cpu" and rank_env(plan, 1, "/events", base={})[ACCELERATE_CPU] == "1"
+        assert (f"{ACCELERATE_CPU}=1 for every rank: the script uses Accelerate, which joins the ranks on a machine "
+                "without GPUs only when told to use the CPU (each rank would train alone)") in plan.reasons
+    assert ACCELERATE_CPU not in build_plan(request, LINUX, gpus, interfaces={}).env  # on GPUs it joins them
+    monkeypatch.setenv(ACCELERATE_CPU, "0")  # the user's own choice stays
+    assert ACCELERATE_CPU not in build_plan(request, LINUX, cpu, interfaces={}).env
+    monkeypatch.delenv(ACCELERATE_CPU)
+    script.write_text("import torch.distributed as dist\ndist.init_process_group('gloo')\n", encoding="utf-8")
+    assert ACCELERATE_CPU not in build_plan(request, LINUX, cpu, interfaces={}).env  # not an Accelerate script

@@ -300,6 +300,10 @@ def build_plan(request: Request, platform: Platform, machine: Machine,
         # A script's init_process_group("nccl") gets Gloo (rank/ncclswap.py): Windows has no NCCL, and a run
         # on the CPU has no GPU for it ("ProcessGroupNCCL is only supported with GPUs, no GPUs found!").
         env[NO_NCCL_ENV] = NO_NCCL_WINDOWS if platform.is_windows else NO_NCCL_NO_GPU
+    if script is not None and device == "cpu" and _accelerate_stays_alone(tree, style):
+        env[ACCELERATE_CPU] = "1"
+        reasons.append(f"{ACCELERATE_CPU}=1 for every rank: the script uses Accelerate, which joins the ranks on a "
+                       "machine without GPUs only when told to use the CPU (each rank would train alone)")
     reasons.extend(read_reasons)
     if script is not None:
         from ddpstudio.core.scriptbatch import script_batch_reason
@@ -370,6 +374,19 @@ def _user_interpreter(python: str, platform: Platform, device: str, helper: bool
         env[userpython.PACKAGE_DIR_ENV] = userpython.package_dir()
     reasons.append(facts.reason())
     return rank_interpreter(facts.path, platform, base_executable=facts.base_executable, in_venv=facts.in_venv)
+
+
+# accelerate/state.py (1.16) PartialState._prepare_backend: with LOCAL_RANK set but no GPU, no distributed type is
+# found unless ``cpu`` is true, which Accelerator.__init__ sets from this variable: each process is then alone
+# (num_processes 1), although torchrun or DDP Studio started several and they even join a process group.
+ACCELERATE_CPU = "ACCELERATE_USE_CPU"
+
+
+def _accelerate_stays_alone(tree: ast.Module | None, style: str | None) -> bool:
+    """An env-style script built on Accelerate, on the CPU, without the user's own ACCELERATE_USE_CPU."""
+    from ddpstudio.core.envstyle import imported_library
+
+    return style == "env" and ACCELERATE_CPU not in os.environ and imported_library(tree) == "accelerate"
 
 
 def _script_as_read(spec: ScriptSpec | None) -> tuple[ScriptSpec | None, list[str], bool, ast.Module | None]:
