@@ -96,12 +96,22 @@ def test_a_parser_without_the_templates_options_is_env_style_and_says_why():
                                        "rank beside torchrun's environment variables, and none of the args "
                                        "template's (--dist-url, --dist-backend, --world-size, --rank): each rank "
                                        "gets both")
-    own_options = "import argparse\np = argparse.ArgumentParser()\np.add_argument('--epochs', type=int)\n"
+    own_options = ("import argparse\np = argparse.ArgumentParser()\np.add_argument('--epochs', type=int)\n"
+                   "args = p.parse_args()\n")
     assert style(own_options) == ("env", "the script's argument parser takes none of the args template's options "
                                          "(--dist-url, --dist-backend, --world-size, --rank) and would refuse them: "
                                          "each rank gets torchrun's environment variables instead")
-    positional = "import argparse\np = argparse.ArgumentParser()\np.add_argument('data')\n"
+    positional = "import argparse\np = argparse.ArgumentParser()\np.add_argument('data')\na = p.parse_args()\n"
     assert style(positional)[0] == "env"
+    # Where the parser is not all in the file, or an option is declared from a variable, it may take the
+    # template's options after all: args style, as before (a loop over the four of them, a test's own script).
+    assert style(own_options.replace("parse_args()", "parse_known_args()")) is None
+    assert style(own_options.replace("ArgumentParser()", "ArgumentParser(parents=[base])")) is None
+    looped = ("import argparse\np = argparse.ArgumentParser()\n"
+              "for n in ('--dist-url', '--dist-backend', '--world-size', '--rank'): p.add_argument(n)\n"
+              "a = p.parse_args()\n")
+    assert style(looped) is None
+    assert style(looped.replace("p.add_argument(n)", "p.add_argument(n)\np.add_argument('--local_rank')")) is None
     # One of the template's options in either spelling: args style (no suggestion), as before.
     for option in ("--dist-url", "--dist_backend", "--world-size", "--rank"):
         assert style(own_options + f"p.add_argument('{option}')\n") is None, option

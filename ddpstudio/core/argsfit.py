@@ -43,9 +43,9 @@ def fit_template(template: str, tree: ast.Module | None) -> Fitted:
     docstring); unchanged for a script that does not parse (None)."""
     tokens = template.split()
     options = tuple(t for t in tokens if t.startswith("--"))
-    if tree is None or not options or not declares_any(tree, options) or not _strict_parser_here(tree):
+    if tree is None or not options or not declares_any(tree, options) or not strict_parser_here(tree):
         return Fitted(template)
-    declared, dynamic = declared_strings(tree), _declares_by_name(tree)
+    declared, dynamic = declared_strings(tree), declares_by_name(tree)
     kept: list[str] = []
     renamed, left_out = [], []
     i = 0
@@ -75,7 +75,7 @@ def fit_template(template: str, tree: ast.Module | None) -> Fitted:
     return Fitted(fitted, f"distributed arguments {fitted or '(none)'}: " + "; ".join(said))
 
 
-def _declares_by_name(tree: ast.Module) -> bool:
+def declares_by_name(tree: ast.Module) -> bool:
     """Is an option declared from a variable (``for name in ("--dist-url", ...): p.add_argument(name)``)? Then
     an option the script seems not to take may be one of those."""
     return any(isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
@@ -84,7 +84,7 @@ def _declares_by_name(tree: ast.Module) -> bool:
                for node in ast.walk(tree))
 
 
-def _strict_parser_here(tree: ast.Module) -> bool:
+def strict_parser_here(tree: ast.Module) -> bool:
     """``parse_args()`` and no ``parse_known_args`` (which ignores what it does not know), and no parser built
     from ``parents=`` (whose options are declared elsewhere)."""
     calls = [node for node in ast.walk(tree) if isinstance(node, ast.Call)]

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ddpstudio.core.argsfit import declares_any
+from ddpstudio.core.argsfit import declares_any, declares_by_name, strict_parser_here
 from ddpstudio.core.envstyle import LOCAL_RANK_OPTIONS, env_sign, parses_any
 from ddpstudio.core.plan import DEFAULT_DIST_ARGS
 from ddpstudio.core.scriptargs import parse_script
@@ -105,11 +105,12 @@ def _env_style(tree: ast.Module | None) -> StyleSuggestion | None:
     template's options in either spelling: then args style fits (the template follows its spelling:
     core/argsfit.py), and is what happens with no suggestion.
 
-    Env style too for a script whose argument parser declares options but none of the template's: args style
-    would append options its parser refuses ("unrecognized arguments", before any training), while torchrun's
-    variables cost nothing to a script that does not read them. A script that takes torch.distributed.launch's
-    ``--local_rank`` is such a script (timm's train.py: its set-up, ``timm.utils.init_distributed_device``,
-    reads the variables in another module)."""
+    Env style too for a script that takes torch.distributed.launch's ``--local_rank`` and none of the template's
+    options (timm's train.py: its set-up, ``timm.utils.init_distributed_device``, reads the variables in another
+    module), and for one whose parser, all in the file (``parse_args``, no ``parse_known_args``, no
+    ``parents=``), takes none of them: args style would append options such a parser refuses ("unrecognized
+    arguments", before any training), while torchrun's variables cost nothing to a script that does not read
+    them. Not where an option is declared from a variable: it may be one of the template's."""
     if tree is None or declares_any(tree, TEMPLATE_OPTIONS):
         return None
     sign = env_sign(tree)
@@ -117,22 +118,17 @@ def _env_style(tree: ast.Module | None) -> StyleSuggestion | None:
     also = f"; it takes {option}, which each rank gets as torch.distributed.launch gave it" if option else ""
     if sign is not None:
         return StyleSuggestion("env", sign.why() + also)
+    if declares_by_name(tree):  # an option declared from a variable may be one of the template's
+        return None
     if option is not None:
         return StyleSuggestion("env", f"the script takes {option}, the option torch.distributed.launch gave each "
                                       "rank beside torchrun's environment variables, and none of the args template's "
                                       f"({', '.join(TEMPLATE_OPTIONS)}): each rank gets both")
-    if _parses_arguments(tree):
+    if strict_parser_here(tree):  # parse_args() on a parser all of whose options are in the file
         return StyleSuggestion("env", "the script's argument parser takes none of the args template's options "
                                       f"({', '.join(TEMPLATE_OPTIONS)}) and would refuse them: each rank gets "
                                       "torchrun's environment variables instead")
     return None
-
-
-def _parses_arguments(tree: ast.Module) -> bool:
-    """Does the script build an argparse parser (``ArgumentParser(...)``, ``.add_argument(...)``), which stops at
-    options it does not declare?"""
-    return any(isinstance(node, ast.Call) and (dotted(node.func) or "").rpartition(".")[2]
-               in ("ArgumentParser", "add_argument") for node in ast.walk(tree))
 
 
 def _truth_word(value: bool) -> str:
