@@ -111,6 +111,7 @@ def test_a_parser_without_the_templates_options_is_env_style_and_says_why():
               "for n in ('--dist-url', '--dist-backend', '--world-size', '--rank'): p.add_argument(n)\n"
               "a = p.parse_args()\n")
     assert style(looped) is None
+    assert style("from config import parse_args\nargs = parse_args()\n") is None  # its parser is elsewhere
     assert style(looped.replace("p.add_argument(n)", "p.add_argument(n)\np.add_argument('--local_rank')")) is None
     # One of the template's options in either spelling: args style (no suggestion), as before.
     for option in ("--dist-url", "--dist_backend", "--world-size", "--rank"):

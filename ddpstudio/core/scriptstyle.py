@@ -124,11 +124,17 @@ def _env_style(tree: ast.Module | None) -> StyleSuggestion | None:
         return StyleSuggestion("env", f"the script takes {option}, the option torch.distributed.launch gave each "
                                       "rank beside torchrun's environment variables, and none of the args template's "
                                       f"({', '.join(TEMPLATE_OPTIONS)}): each rank gets both")
-    if strict_parser_here(tree):  # parse_args() on a parser all of whose options are in the file
+    if _builds_parser(tree) and strict_parser_here(tree):  # parse_args() on a parser all of whose options are here
         return StyleSuggestion("env", "the script's argument parser takes none of the args template's options "
                                       f"({', '.join(TEMPLATE_OPTIONS)}) and would refuse them: each rank gets "
                                       "torchrun's environment variables instead")
     return None
+
+
+def _builds_parser(tree: ast.Module) -> bool:
+    """Is an ``argparse.ArgumentParser`` made in the file (not only a ``parse_args`` imported from elsewhere)?"""
+    return any(isinstance(node, ast.Call) and (dotted(node.func) or "").rpartition(".")[2] == "ArgumentParser"
+               for node in ast.walk(tree))
 
 
 def _truth_word(value: bool) -> str:
