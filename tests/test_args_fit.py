@@ -47,10 +47,20 @@ def test_the_default_template_takes_the_scripts_spelling_and_leaves_out_what_it_
         and "without --dist-url, --dist-backend" in both.why
 
 
+def test_a_parser_all_in_the_file_that_takes_none_of_the_options_gets_none():
+    """A spawn-style script (Lightning's and Fabric's launchers start the other ranks themselves) whose parser,
+    all in the file, takes none of the spawn template's options stopped at "unrecognized arguments"."""
+    for template in (DEFAULT_DIST_ARGS, DEFAULT_SPAWN_ARGS):
+        got = fit(template, parser("--epochs"))
+        assert got.template == "" and got.why == ("distributed arguments (none): without --dist-url, --dist-backend, "
+                                                  "--world-size, --rank, which the script does not take"), got
+
+
 def test_the_template_is_left_as_it_is_where_the_script_does_not_show_its_parser():
     unchanged = Fitted(DEFAULT_DIST_ARGS)
     assert fit(DEFAULT_DIST_ARGS, read_source(SCRIPTS / "imagenet_like.py")) == unchanged  # takes all four
-    assert fit(DEFAULT_DIST_ARGS, parser("--epochs")) == unchanged  # none of them here: declared elsewhere?
+    # A parser handed to a function may get the template's options there (a helper module's add_dist_args(p)).
+    assert fit(DEFAULT_DIST_ARGS, parser("--epochs").replace("args = ", "add_dist_args(p)\nargs = ")) == unchanged
     assert fit(DEFAULT_DIST_ARGS, parser("--rank", parse="parse_known_args")) == unchanged  # ignores extras
     parents = "import argparse\nbase = make_base()\np = argparse.ArgumentParser(parents=[base])\np.add_argument(" \
               "'--rank')\np.parse_args()\n"

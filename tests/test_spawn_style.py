@@ -371,3 +371,25 @@ def test_a_spawning_script_that_counts_no_gpus_says_it_started_no_rank_and_why(s
         "CUDA GPUs to decide how many (torch.cuda.device_count(), line 22), and this machine has none: run it "
         "where there are CUDA GPUs, or make it start its ranks from a number you give it; all exited 0; the "
         "ranks printed nothing")
+
+
+@pytest.mark.slow
+def test_a_script_whose_own_process_trains_as_rank_0_counts_it_as_a_rank(tmp_path):
+    """Lightning's and Fabric's launchers start the other ranks and train as rank 0 themselves (helper trial of a
+    Fabric script run in spawn style, 2026-12-07): the global curve left rank 0 out (ranks 1 of 2), its output was
+    shown as no rank's, and the spawn template's options broke a script whose parser takes none of them."""
+    home = tmp_path / "home"
+    res = run_in(home, "--script-style", "spawn", "--script", str(SCRIPTS / "launcher_is_rank0.py"), "--",
+                 "--steps", "6")
+    assert res.returncode == 0, res.stderr[-3000:] + res.stdout[-3000:]
+    evs = events(res.stdout)
+    assert final(evs).get("state") == protocol.FINISHED
+    [started] = of_type(evs, protocol.RUN_STARTED)
+    assert ("distributed arguments (none): without --dist-url, --dist-backend, --world-size, --rank, which the "
+            "script does not take") in started.get("reasons")
+    for rank in (0, 1):
+        assert [e.get("step") for e in of_type(evs, protocol.STEP) if e.rank == rank] == list(range(1, 7))
+    assert [(e.get("step"), e.get("ranks")) for e in of_type(evs, protocol.GLOBAL_STEP)] == \
+        [(step, 2) for step in range(1, 7)]
+    own = [e.get("line") for e in of_type(evs, protocol.LOG) if e.rank == 0 and e.get("stream") == "stdout"]
+    assert [line.rsplit(" ", 1)[0] for line in own] == [f"rank 0 step {i} loss" for i in range(6)]

@@ -214,10 +214,13 @@ def test_the_tutorial_series_script_trains_as_written_and_saves_its_snapshot_whe
 
 @pytest.mark.slow
 def test_forced_into_args_style_it_fails_at_once_with_the_hint_that_names_the_style(studio_home, tmp_path):
+    """With the default template, forced args style now leaves out the options the script's parser (all in the
+    file) does not take, and says so (core/argsfit.py); a template typed by the user is used as typed, and
+    the script's argparse refuses it at once: the hint names env style."""
     from ddpstudio.core.hints import hints_for
 
-    res = ddpstudio("run", "--json", "--script", str(SCRIPT), "--script-style", "args", "--world-size", "2", "--",
-                    "2", "1", cwd=tmp_path)
+    res = ddpstudio("run", "--json", "--script", str(SCRIPT), "--script-style", "args", "--world-size", "2",
+                    "--dist-args", "--dist-url {url} --rank {rank}", "--", "2", "1", cwd=tmp_path)
     done = final(events(res.stdout))
     assert res.returncode == 1 and done.get("state") == protocol.FAILED, res.stderr[-3000:]
     assert "error: unrecognized arguments: --dist-url" in done.get("summary")

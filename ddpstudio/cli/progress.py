@@ -197,8 +197,8 @@ class ProgressView:
             if line.startswith(protocol.HELPER_SAYS) and line[len(protocol.HELPER_SAYS):] in self.warned:
                 return  # the rank helper's own line for a warning printed just before (it is in the rank's log)
             if self.show_output == "all":
-                self._print(f"[rank {ev.rank}] {line}")
-            elif self.show_output == "0" and ev.rank == 0:
+                self._print(f"[rank {ev.rank}] {line}" if ev.rank is not None else f"[script] {line}")
+            elif self.show_output == "0" and ev.rank in (0, None):  # None: a spawn-style script's own process
                 self._print(line)
             else:
                 return

@@ -3,10 +3,12 @@
 Args style appends ``--dist-url {url} --dist-backend {backend} --world-size {world_size} --rank {rank}`` (the
 PyTorch examples' ImageNet ``main.py``). argparse takes no spelling for another: a script that declares
 ``--world_size`` and ``--rank``, or only ``--rank`` and ``--world-size`` (it makes its own ``tcp://`` URL),
-stopped at once with "unrecognized arguments". When the script's parser is visibly in the file (it declares at
-least one of the template's options, in either spelling, and calls ``parse_args``) the default template follows
-it: each option spelled as the script declares it, the ones it declares in neither spelling left out (unless
-it declares some options from a variable, which could be them), and said. A template the user wrote is theirs. Read from the AST, never run.
+stopped at once with "unrecognized arguments". When the script's parser is visibly in the file (it calls
+``parse_args``, and declares at least one of the template's options in either spelling, or builds its
+``ArgumentParser`` here, declares none from a variable and hands the parser to no function) the default
+template follows it: each option spelled as the script declares it, the ones it declares in neither spelling
+left out (unless it declares some options from a variable, which could be them), and said; a parser that takes
+none of them gets none. A template the user wrote is theirs. Read from the AST, never run.
 """
 
 from __future__ import annotations
@@ -43,8 +45,10 @@ def fit_template(template: str, tree: ast.Module | None) -> Fitted:
     docstring); unchanged for a script that does not parse (None)."""
     tokens = template.split()
     options = tuple(t for t in tokens if t.startswith("--"))
-    if tree is None or not options or not declares_any(tree, options) or not strict_parser_here(tree):
+    if tree is None or not options or not strict_parser_here(tree):
         return Fitted(template)
+    if not declares_any(tree, options) and not parser_all_here(tree):
+        return Fitted(template)  # its parser, if any, may declare them elsewhere or from variables
     declared, dynamic = declared_strings(tree), declares_by_name(tree)
     kept: list[str] = []
     renamed, left_out = [], []
@@ -92,3 +96,27 @@ def strict_parser_here(tree: ast.Module) -> bool:
     parents = any(kw.arg == "parents" for c in calls for kw in c.keywords
                   if (dotted(c.func) or "").endswith("ArgumentParser"))
     return "parse_args" in names and "parse_known_args" not in names and not parents
+
+
+def parser_all_here(tree: ast.Module) -> bool:
+    """Is every option the script's parser takes declared in the file, literally? It makes its ``ArgumentParser``
+    here, calls ``parse_args`` (no ``parse_known_args``, no ``parents=``), declares no option from a variable, and
+    hands the parser to no function (one of another module's could add options to it)."""
+    return builds_parser(tree) and strict_parser_here(tree) and not declares_by_name(tree) \
+        and not _hands_parser_on(tree)
+
+
+def builds_parser(tree: ast.Module) -> bool:
+    """Is an ``argparse.ArgumentParser`` made in the file (not only a ``parse_args`` imported from elsewhere)?"""
+    return any(isinstance(node, ast.Call) and (dotted(node.func) or "").rpartition(".")[2] == "ArgumentParser"
+               for node in ast.walk(tree))
+
+
+def _hands_parser_on(tree: ast.Module) -> bool:
+    """Is a parser made here (``p = argparse.ArgumentParser(...)``) passed to a call, ``add_my_args(p)``?"""
+    parsers = {target.id for node in ast.walk(tree) if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
+               and (dotted(node.value.func) or "").rpartition(".")[2] == "ArgumentParser"
+               for target in node.targets if isinstance(target, ast.Name)}
+    return any(isinstance(node, ast.Call) and any(isinstance(arg, ast.Name) and arg.id in parsers
+                                                  for arg in (*node.args, *(k.value for k in node.keywords)))
+               for node in ast.walk(tree))

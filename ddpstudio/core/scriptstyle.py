@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ddpstudio.core.argsfit import declares_any, declares_by_name, strict_parser_here
+from ddpstudio.core.argsfit import declares_any, declares_by_name, parser_all_here
 from ddpstudio.core.envstyle import LOCAL_RANK_OPTIONS, env_sign, parses_any
 from ddpstudio.core.plan import DEFAULT_DIST_ARGS
 from ddpstudio.core.scriptargs import parse_script
@@ -124,17 +124,11 @@ def _env_style(tree: ast.Module | None) -> StyleSuggestion | None:
         return StyleSuggestion("env", f"the script takes {option}, the option torch.distributed.launch gave each "
                                       "rank beside torchrun's environment variables, and none of the args template's "
                                       f"({', '.join(TEMPLATE_OPTIONS)}): each rank gets both")
-    if _builds_parser(tree) and strict_parser_here(tree):  # parse_args() on a parser all of whose options are here
+    if parser_all_here(tree):  # parse_args() on a parser all of whose options are declared here
         return StyleSuggestion("env", "the script's argument parser takes none of the args template's options "
                                       f"({', '.join(TEMPLATE_OPTIONS)}) and would refuse them: each rank gets "
                                       "torchrun's environment variables instead")
     return None
-
-
-def _builds_parser(tree: ast.Module) -> bool:
-    """Is an ``argparse.ArgumentParser`` made in the file (not only a ``parse_args`` imported from elsewhere)?"""
-    return any(isinstance(node, ast.Call) and (dotted(node.func) or "").rpartition(".")[2] == "ArgumentParser"
-               for node in ast.walk(tree))
 
 
 def _truth_word(value: bool) -> str:

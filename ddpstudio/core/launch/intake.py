@@ -40,7 +40,7 @@ class RankIntake:
             if self.spawn_mean is not None:
                 for rank in self.spawn_mean.held_ranks():
                     self._emit_all(self.spawn_mean.release(rank, time.monotonic(), final=final))
-            if self.spawned.all_joined():
+            if self.spawned.all_joined({r.joined_rank for r in self.ranks if r.joined_rank is not None}):
                 for r in self.ranks:
                     r.joined = True  # every rank the script started has joined: no stall to watch
         self._settle_means(final=False)
@@ -74,6 +74,7 @@ class RankIntake:
                     r.torchless = True
                 elif ev.type == protocol.RANK_JOINED:
                     r.joined = r.in_group = True
+                    r.joined_rank = ev.rank
                 elif ev.type == protocol.STEP:
                     if not took_step(r, ev):
                         continue
@@ -85,6 +86,8 @@ class RankIntake:
                 self.emit(ev)
                 if ev.type == protocol.STEP and self.steps is not None:
                     self.steps.reported(ev)
+                elif ev.type == protocol.STEP and self.spawned is not None and r.joined_rank is not None:
+                    self._spawned_step(ev)  # a spawn-style script's own process that trains as one of its ranks
         if self.steps is not None:  # after the events file: a step it reported is not counted again
             self._emit_all(self.steps.release(r.rank, time.monotonic()))
         # stderr first: progress bars (tqdm) draw there, summaries are printed after them to stdout.

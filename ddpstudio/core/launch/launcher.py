@@ -193,8 +193,9 @@ class Launcher(RankIntake, RunRecords, RunEnding, RunRestarts, RunHangs):
         self.emit(protocol.make_event(protocol.RANK_STARTED, rank=self._tag(rp), pid=proc.pid, command=cmd))
 
     def _tag(self, r: RankProc) -> int | None:
-        """The rank a process's lines are shown under: none for a spawn-style script's own process."""
-        return None if self.spawned is not None else r.rank
+        """The rank a process's lines are shown under: none for a spawn-style script's own process, unless it joined
+        the group itself (Lightning's and Fabric's launchers start the other ranks and train as rank 0)."""
+        return r.joined_rank if self.spawned is not None else r.rank
 
     # -- the loop ------------------------------------------------------------
     def loop(self) -> RunState:

@@ -53,6 +53,7 @@ class RankProc:
     # by a first printed loss (a script that logs on rank 0 only has silent ranks that did join).
     watched: bool = False
     in_group: bool = False  # said rank_joined: initialised its process group
+    joined_rank: int | None = None  # the rank it said it joined as (a spawn-style script's own process may be one)
     seen_t: float | None = None  # when it was first seen from inside (watched, spoke or joined): past its imports
     torchless: bool = False  # the rank helper saw it exit without importing torch (rank_no_torch)
     trained: bool = False  # took (the rank helper saw it), reported or printed a training step

@@ -108,8 +108,9 @@ class SpawnedRanks:
         """rank -> pid of every child that named its rank (for the per-rank load in history.jsonl)."""
         return {c.rank: c.pid for c in self.children.values() if c.rank is not None}
 
-    def all_joined(self) -> bool:
-        ranks = {c.rank for c in self.children.values() if c.rank is not None}
+    def all_joined(self, also: set[int] = frozenset()) -> bool:
+        """Every rank of the world has joined: the children's, and ``also`` (the script's own process's)."""
+        ranks = {c.rank for c in self.children.values() if c.rank is not None} | also
         return self.world_size is not None and len(ranks) >= self.world_size
 
     def failures(self, platform) -> list[RankFailure]:
