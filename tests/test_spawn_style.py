@@ -224,7 +224,8 @@ def test_a_world_size_in_spawn_style_is_refused_before_anything_starts(studio_ho
     assert res.returncode == 2
     assert res.stderr.strip().splitlines() == [
         "ddpstudio: error: a script in spawn style starts its own ranks, so a world size of 3 cannot be applied; "
-        "leave out --world-size and set the number of processes in the script's own arguments"]
+        "leave out --world-size: the script decides how many processes it starts (in its arguments, or in its "
+        "code)"]
     assert not (studio_home / "runs").exists() or not any((studio_home / "runs").iterdir())
 
 

@@ -418,8 +418,8 @@ def check_spawn_world(request) -> list[Problem]:
     if request.script is None or request.script.style != "spawn" or request.world_size in (None, 1):
         return []
     return [Problem("world_size", f"a script in spawn style starts its own ranks, so a world size of "
-                                  f"{request.world_size} cannot be applied; leave out --world-size and set the "
-                                  "number of processes in the script's own arguments")]
+                                  f"{request.world_size} cannot be applied; leave out --world-size: the script "
+                                  "decides how many processes it starts (in its arguments, or in its code)")]
 
 
 def check_run_space() -> list[Problem]:
