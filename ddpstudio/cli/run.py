@@ -138,9 +138,10 @@ def add_parser(sub) -> None:
                       help="scripts: do not put DDP Studio's start-up helper on the ranks' import path "
                            "(no rank reports, no staged exchange)")
     p.add_argument("--show-output", choices=SHOW_OUTPUT, default="0",
-                   help="what your script prints: 0 = rank 0's lines as printed (default), all = every rank's, "
-                        "each line prefixed with [rank N], none = only DDP Studio's progress (every rank's "
-                        "output is always in the run folder's logs/)")
+                   help="what your script prints: 0 = rank 0's lines as printed (default; in spawn style also "
+                        "the script's own process's), all = every rank's, each line prefixed with [rank N] "
+                        "([script] for a spawn-style script's own process), none = only DDP Studio's progress "
+                        "(every rank's output is always in the run folder's logs/)")
     p.add_argument("--json", action="store_true",
                    help="print the protocol events (JSON lines) instead: every event, output lines included")
     p.add_argument("script_args", nargs="*", help=argparse.SUPPRESS)
