@@ -157,11 +157,12 @@ class ProgressView:
                 bar = "[" + "#" * done + "-" * (20 - done) + "] "
             of = f"/{total}" if total else ""
             self._status(f"{bar}step {step}{of}  loss {loss_s}  {rate_s}  ETA {format_eta(eta)}")
-        elif step == 1 or step % self.every == 0 or (total and step == total):
-            self._print(f"step {step:5d}  loss {loss_s}  {rate_s}".rstrip())
-            self.unshown_step = None
         else:
-            self.unshown_step = f"step {step:5d}  loss {loss_s}  {rate_s}".rstrip()  # printed if it is the last
+            line = f"step {step:5d}  loss {loss_s}  {rate_s}".rstrip()
+            shown = step == 1 or step % self.every == 0 or (total and step == total)
+            if shown:
+                self._print(line)
+            self.unshown_step = None if shown else line  # printed at the end if it is the last
 
     def _handle_epoch_end(self, ev: protocol.Event) -> None:
         loss = ev.get("loss")

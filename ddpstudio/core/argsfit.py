@@ -45,9 +45,9 @@ def fit_template(template: str, tree: ast.Module | None) -> Fitted:
     docstring); unchanged for a script that does not parse (None)."""
     tokens = template.split()
     options = tuple(t for t in tokens if t.startswith("--"))
-    if tree is None or not options or not strict_parser_here(tree):
+    if tree is None or not options:
         return Fitted(template)
-    if not declares_any(tree, options) and not parser_all_here(tree):
+    if not (declares_any(tree, options) and strict_parser_here(tree)) and not parser_all_here(tree):
         return Fitted(template)  # its parser, if any, may declare them elsewhere or from variables
     declared, dynamic = declared_strings(tree), declares_by_name(tree)
     kept: list[str] = []
@@ -108,14 +108,16 @@ def parser_all_here(tree: ast.Module) -> bool:
 
 def builds_parser(tree: ast.Module) -> bool:
     """Is an ``argparse.ArgumentParser`` made in the file (not only a ``parse_args`` imported from elsewhere)?"""
-    return any(isinstance(node, ast.Call) and (dotted(node.func) or "").rpartition(".")[2] == "ArgumentParser"
-               for node in ast.walk(tree))
+    return any(_makes_parser(node) for node in ast.walk(tree))
+
+
+def _makes_parser(node: ast.AST) -> bool:
+    return isinstance(node, ast.Call) and (dotted(node.func) or "").rpartition(".")[2] == "ArgumentParser"
 
 
 def _hands_parser_on(tree: ast.Module) -> bool:
     """Is a parser made here (``p = argparse.ArgumentParser(...)``) passed to a call, ``add_my_args(p)``?"""
-    parsers = {target.id for node in ast.walk(tree) if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
-               and (dotted(node.value.func) or "").rpartition(".")[2] == "ArgumentParser"
+    parsers = {target.id for node in ast.walk(tree) if isinstance(node, ast.Assign) and _makes_parser(node.value)
                for target in node.targets if isinstance(target, ast.Name)}
     return any(isinstance(node, ast.Call) and any(isinstance(arg, ast.Name) and arg.id in parsers
                                                   for arg in (*node.args, *(k.value for k in node.keywords)))

@@ -158,8 +158,7 @@ class SpawnedRanks:
                 elif len(child.pending) < MAX_PENDING:
                     child.pending.append((stream, text, redrawn))
         if final and child.rank is not None and not child.reports_steps:
-            out += [ev for found in child.scraper.flush()  # an evaluation pass the output ended in
-                    if (ev := scraped_event(child, child.rank, found)) is not None]
+            out += _scraped(child, child.scraper.flush())  # an evaluation pass the output ended in
         return out
 
     def _line(self, child: Child, stream: str, text: str, redrawn: bool) -> list[protocol.Event]:
@@ -167,10 +166,8 @@ class SpawnedRanks:
         out: list[protocol.Event] = []
         if not redrawn:
             out.append(protocol.make_event(protocol.LOG, rank=child.rank, stream=stream, line=text))
-        for found in child.scraper.feed(text) if not child.reports_steps else []:
-            ev = scraped_event(child, child.rank, found)  # None: the helper saw that step and its loss
-            if ev is not None:
-                out.append(ev)
+        if not child.reports_steps:
+            out += _scraped(child, child.scraper.feed(text))
         return out
 
     def _end(self, child: Child) -> list[protocol.Event]:
@@ -192,6 +189,11 @@ class SpawnedRanks:
                                        line=f"a process the script started (pid {child.pid}) ended before it "
                                             f"joined a process group (exit code {code})"))
         return out
+
+
+def _scraped(child: Child, found: list) -> list[protocol.Event]:
+    """The events of losses read from a named child's output (none for a step the helper saw itself)."""
+    return [ev for item in found if (ev := scraped_event(child, child.rank, item)) is not None]
 
 
 def _failure(child: Child, platform) -> RankFailure:
