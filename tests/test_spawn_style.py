@@ -24,7 +24,8 @@ from ddpstudio.core.launch import spawned
 from ddpstudio.core.launch.busyport import busy_port_note, port_in_text
 from ddpstudio.core.launch.rundir import RunDir
 from ddpstudio.core.rendezvous.ports import find_free_port, port_owner
-from ddpstudio.core.scriptstyle import suggest_style
+from ddpstudio.core.launch.outcome import own_groups_warning
+from ddpstudio.core.scriptstyle import StyleSuggestion, suggest_style
 from ddpstudio.rank import spawnchild
 from tests.conftest import killed_after, processes_of
 from tests.studio import SCRIPTS, ddpstudio, events, final, of_type
@@ -288,8 +289,9 @@ def test_the_busy_port_note_names_a_real_holder_and_says_when_it_cannot():
 
 
 def test_the_rank_side_and_the_launcher_agree_on_the_spawn_names():
-    assert (spawnchild.LOGS_ENV, spawnchild.ROOT_ENV, spawnchild.CHILD_ENV) == (
-        spawned.LOGS_ENV, spawned.ROOT_ENV, spawned.CHILD_ENV)
+    assert (spawnchild.LOGS_ENV, spawnchild.ROOT_ENV, spawnchild.CHILD_ENV, spawnchild.ELASTIC_ENV,
+            spawnchild.LAUNCHER_SUFFIX) == (spawned.LOGS_ENV, spawned.ROOT_ENV, spawned.CHILD_ENV, spawned.ELASTIC_ENV,
+                                            spawned.LAUNCHER_SUFFIX)
 
 
 def test_the_cli_progress_says_the_world_size_the_ranks_report():
@@ -356,8 +358,9 @@ def test_the_script_is_planned_once_with_the_node_template_and_no_rank_variables
     assert rank_command(plan, 0, "plan.json")[-9:] == [
         "--multiprocessing-distributed", "--dist-url", plan.init_method, "--dist-backend", "gloo",
         "--world-size", "1", "--rank", "0"]
-    env = rank_env(plan, 0, "/events", base={"RANK": "5", spawned.CHILD_ENV: "7", "PATH": "/bin"})
-    assert not {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", spawned.CHILD_ENV} & set(env)
+    env = rank_env(plan, 0, "/events", base={"RANK": "5", spawned.CHILD_ENV: "7", spawned.ELASTIC_ENV: "", "PATH": "/bin"})
+    assert not {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", spawned.CHILD_ENV,
+                spawned.ELASTIC_ENV} & set(env)
     assert env[spawned.LOGS_ENV] == str(RunDir.at(plan.run_dir).logs_dir)
     assert env["PYTHONPATH"].split(os.pathsep)[0].endswith(os.path.join("rank", "helper"))
 
@@ -394,3 +397,71 @@ def test_a_script_whose_own_process_trains_as_rank_0_counts_it_as_a_rank(tmp_pat
         [(step, 2) for step in range(1, 7)]
     own = [e.get("line") for e in of_type(evs, protocol.LOG) if e.rank == 0 and e.get("stream") == "stdout"]
     assert [line.rsplit(" ", 1)[0] for line in own] == [f"rank 0 step {i} loss" for i in range(6)]
+
+
+# -- a script that runs torchrun itself (Ultralytics' trainer) -------------------------------------------------
+RUNS_TORCHRUN = str(SCRIPTS / "runs_torchrun.py")
+
+
+def test_a_script_that_runs_a_launcher_itself_is_spawn_style_unless_it_reads_torchruns_variables():
+    """Started once per rank, such a script starts a group per copy (helper-free trial, 2026-12-07: args style
+    trained two separate 2-rank groups and said "finished (world size 2)")."""
+    source = Path(RUNS_TORCHRUN).read_text(encoding="utf-8")
+    assert suggest_style(source) == StyleSuggestion(
+        "spawn", "the script runs torch.distributed.run itself (line 50): it starts its own ranks")
+    assert suggest_style("import os\nos.system('torchrun --nproc-per-node 2 worker.py')\n").why == (
+        "the script runs torchrun itself (line 2): it starts its own ranks")
+    assert suggest_style("import subprocess as sp\nsp.Popen(['torchrun', '--standalone', 'w.py'])\n").style == "spawn"
+    assert suggest_style("from torch.distributed.launcher.api import elastic_launch\n"
+                         "elastic_launch(config, main)()\n").why.startswith(
+        "the script runs torch.distributed.launcher.api.elastic_launch() itself (line 2)")
+    # a self-launching script that checks whether it is a rank already: env style makes each copy one
+    relaunch = ("import os, subprocess, sys\nif 'LOCAL_RANK' not in os.environ:\n"
+                "    subprocess.run([sys.executable, '-m', 'torch.distributed.run', '--nproc_per_node', '2', __file__])\n")
+    assert suggest_style(relaunch).style == "env"
+    # words for people are no sign, nor a process started for something else
+    words = ('"""Run with torchrun --nproc-per-node 2 this.py"""\nimport argparse, subprocess\n'
+             'p = argparse.ArgumentParser(description="torchrun --nproc-per-node 2 this.py")\n'
+             'p.add_argument("--x", help="torchrun")\nprint("python -m torch.distributed.run this.py")\n'
+             'subprocess.run(["nvidia-smi"])\np.parse_known_args()\n')
+    assert suggest_style(words) is None
+    assert suggest_style("LAUNCHER = 'torchrun'\n") is None  # a launcher named, no process started
+    # Ultralytics' trainer runs torchrun on itself unless LOCAL_RANK is set (ultralytics/engine/trainer.py)
+    assert suggest_style("from ultralytics import YOLO\nYOLO('yolo11n.pt').train(device='0,1')\n").why == (
+        "the script imports ultralytics (line 1): its distributed set-up reads the variables torchrun sets")
+
+
+@pytest.mark.slow
+def test_a_script_that_runs_torchrun_itself_is_one_run_whose_ranks_are_torchruns_workers(tmp_path):
+    """Spawn style through torchrun's agent: the ranks are the agent's workers (rank/spawnchild.py), not the agent,
+    whose workers wrote to files nobody read (rank 1's steps were lost: global steps of 1 rank)."""
+    res = run_in(tmp_path / "home", "--script", RUNS_TORCHRUN, "--", "--steps", "5")
+    assert res.returncode == 0, res.stderr[-3000:] + res.stdout[-3000:]
+    assert "script style spawn: the script runs torch.distributed.run itself (line 50)" in res.stderr
+    evs = events(res.stdout)
+    assert final(evs).get("state") == protocol.FINISHED and final(evs).get("world_size") == 2
+    joined = of_type(evs, protocol.RANK_JOINED)
+    assert sorted(e.rank for e in joined) == [0, 1] and len({e.get("pid") for e in joined}) == 2
+    for rank in (0, 1):
+        assert [e.get("step") for e in of_type(evs, protocol.STEP) if e.rank == rank] == list(range(1, 6))
+        assert [line.split(" loss")[0] for line in lines_of(evs, rank, "stdout")] == [
+            f"rank {rank} step {i}/5" for i in range(1, 6)]
+    assert [(e.get("step"), e.get("ranks")) for e in of_type(evs, protocol.GLOBAL_STEP)] == [(s, 2) for s in range(1, 6)]
+    assert not [e for e in of_type(evs, protocol.LOG) if "before it joined" in (e.get("line") or "")]
+    assert not of_type(evs, protocol.WARNING)
+
+
+@pytest.mark.slow
+def test_copies_of_a_script_that_each_run_torchrun_are_warned_they_train_apart(tmp_path):
+    """Forced to one copy per rank, each copy starts a group of its own: two processes join as rank 0."""
+    res = run_in(tmp_path / "home", "--script-style", "env", "--world-size", "2", "--script", RUNS_TORCHRUN, "--",
+                 "--steps", "3")
+    assert res.returncode == 0, res.stderr[-3000:] + res.stdout[-3000:]
+    evs = events(res.stdout)
+    [warning] = of_type(evs, protocol.WARNING)
+    joined = [e.get("pid") for e in of_type(evs, protocol.RANK_JOINED) if e.rank == 0]
+    assert len(joined) == 2
+    assert warning.get("message") == own_groups_warning(0, joined)
+    assert warning.get("message").startswith(
+        f"2 processes joined as rank 0 (pids {min(joined)}, {max(joined)}): each copy of the script started ranks of "
+        "its own")

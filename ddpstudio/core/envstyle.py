@@ -32,10 +32,11 @@ LOCAL_RANK_OPTIONS = ("--local-rank", "--local_rank")
 TORCHRUN_VARIABLES = ("LOCAL_RANK", "RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 ENV_URL = "env://"
 # Libraries whose distributed set-up takes the world from torchrun's variables (Accelerate's PartialState,
-# Lightning's torchelastic environment, the Trainer's TrainingArguments, deepspeed.init_distributed): a script
+# Lightning's torchelastic environment, the Trainer's TrainingArguments, deepspeed.init_distributed, Ultralytics'
+# trainer, which runs torchrun on itself unless LOCAL_RANK is set: ultralytics/engine/trainer.py): a script
 # built on one calls no init_process_group of its own, and its argument parser (HfArgumentParser, a CLI of the
 # library's) refuses the args template's options.
-TORCHRUN_LIBRARIES = ("accelerate", "lightning", "pytorch_lightning", "transformers", "deepspeed")
+TORCHRUN_LIBRARIES = ("accelerate", "lightning", "pytorch_lightning", "transformers", "deepspeed", "ultralytics")
 
 
 @dataclass(frozen=True)
@@ -69,11 +70,17 @@ def joins_by_env(tree: ast.Module | None) -> bool:
 def env_sign(tree: ast.Module) -> EnvSign | None:
     """The first place (in line order) where the script reads torchrun's variables or joins by env://; else
     the first import of a library that does that for it."""
-    signs = [sign for node in ast.walk(tree) for sign in (_reads_variable(node), _joins_by_env(node)) if sign]
-    if signs:
-        return min(signs, key=lambda s: s.line)
+    sign = torchrun_sign(tree)
+    if sign is not None:
+        return sign
     imports = [sign for node in ast.walk(tree) if (sign := _imports_library(node))]
     return min(imports, key=lambda s: s.line) if imports else None
+
+
+def torchrun_sign(tree: ast.Module) -> EnvSign | None:
+    """The first place (in line order) where the script itself reads torchrun's variables or joins by env://."""
+    signs = [sign for node in ast.walk(tree) for sign in (_reads_variable(node), _joins_by_env(node)) if sign]
+    return min(signs, key=lambda s: s.line) if signs else None
 
 
 def imported_library(tree: ast.Module | None) -> str | None:

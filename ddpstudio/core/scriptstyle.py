@@ -9,7 +9,9 @@ that only runs when an argument asks for it (ImageNet's ``if
 args.multiprocessing_distributed:``, not given) is no such sign: that script
 is one process per rank, args style (core/scriptgate.py reads the gating).
 A script that spawns nothing but is written for torchrun (it reads
-``LOCAL_RANK``, or joins by ``env://``) gets env style (core/envstyle.py).
+``LOCAL_RANK``, or joins by ``env://``) gets env style (core/envstyle.py); one
+that runs torchrun itself and reads none of its variables, spawn style
+(core/ownlauncher.py).
 Pure: text in, suggestion out (reading the file is :func:`read_source`'s job).
 """
 
@@ -22,7 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ddpstudio.core.argsfit import declares_any, declares_by_name, parser_all_here
-from ddpstudio.core.envstyle import LOCAL_RANK_OPTIONS, env_sign, parses_any
+from ddpstudio.core.envstyle import LOCAL_RANK_OPTIONS, env_sign, parses_any, torchrun_sign
+from ddpstudio.core.ownlauncher import runs_launcher
 from ddpstudio.core.plan import DEFAULT_DIST_ARGS
 from ddpstudio.core.scriptargs import parse_script
 from ddpstudio.core.scriptgate import Gate, dotted, gate
@@ -70,7 +73,7 @@ def suggest_style(source: str | None, args: Sequence[str] = ()) -> StyleSuggesti
     tree = parse_script(source)
     calls = spawn_calls(source or "", tree)
     if not calls:
-        return _env_style(tree)
+        return _launcher_style(tree) or _env_style(tree)
     gates = [gate(tree, c.node, args, TEMPLATE_OPTIONS) if tree is not None else None for c in calls]
     for call, found in zip(calls, gates):
         if found is None or found.runs:
@@ -129,6 +132,17 @@ def _env_style(tree: ast.Module | None) -> StyleSuggestion | None:
                                       f"({', '.join(TEMPLATE_OPTIONS)}) and would refuse them: each rank gets "
                                       "torchrun's environment variables instead")
     return None
+
+
+def _launcher_style(tree: ast.Module | None) -> StyleSuggestion | None:
+    """Spawn style for a script that runs torchrun itself (core/ownlauncher.py), unless it reads torchrun's
+    variables: then it checks whether it is a rank already (Ultralytics' ``LOCAL_RANK == -1``), and env style
+    makes each copy one."""
+    found = runs_launcher(tree)
+    if found is None or torchrun_sign(tree) is not None:
+        return None
+    return StyleSuggestion("spawn", f"the script runs {found.name} itself (line {found.line}): it starts its own "
+                                    "ranks")
 
 
 def _truth_word(value: bool) -> str:

@@ -17,7 +17,14 @@ fresh interpreter with the parent's environment, so the rank helper's
   The launcher (core/launch/spawned.py) attributes those files to the rank
   the child names when it calls ``init_process_group``;
 - leaves a child's own children (DataLoader workers) writing where their
-  parent writes.
+  parent writes;
+- but where the child is a launcher (the script ran torchrun, whose agent
+  starts the ranks: Ultralytics' trainer), the ranks are the launcher's
+  workers: a descendant that torchrun's agent started (``TORCHELASTIC_RUN_ID``
+  set, and not the one the nearest child ran under) becomes a child itself
+  and marks that nearest child ``child-<pid>.launcher``, so that the launcher
+  (core/launch/spawned.py) shows its lines as the script's, not as a rank
+  that never joined.
 
 Standard library only: the helper loads this file on its own at start-up.
 The names below are repeated in core/launch/spawned.py (a test checks they agree).
@@ -32,6 +39,9 @@ import sys
 LOGS_ENV = "DDPSTUDIO_SPAWN_LOGS"  # set by the launcher in spawn style: the run's logs folder
 ROOT_ENV = "DDPSTUDIO_SPAWN_ROOT"  # the pid of the script's own process
 CHILD_ENV = "DDPSTUDIO_SPAWN_CHILD"  # the pid of the spawned rank this process is (or descends from)
+ELASTIC_ENV = "DDPSTUDIO_SPAWN_ELASTIC"  # the TORCHELASTIC_RUN_ID that child ran under ("": none)
+ELASTIC_RUN = "TORCHELASTIC_RUN_ID"  # torchrun's agent sets it for each worker it starts (local_elastic_agent.py)
+LAUNCHER_SUFFIX = ".launcher"
 
 
 def child_file(folder: str, pid: int, suffix: str) -> str:
@@ -50,15 +60,27 @@ def setup() -> bool:
         os.environ[ROOT_ENV] = str(os.getpid())
         return False
     if CHILD_ENV in os.environ:
-        return False  # a spawned rank's own child: its output is its rank's
+        run_id = os.environ.get(ELASTIC_RUN, "")
+        if not run_id or run_id == os.environ.get(ELASTIC_ENV, ""):
+            return False  # a spawned rank's own child: its output is its rank's
+        _mark_launcher(child_file(logs, int(os.environ[CHILD_ENV]), LAUNCHER_SUFFIX))  # torchrun's worker: a rank
     pid = os.getpid()
     os.environ[CHILD_ENV] = str(pid)
+    os.environ[ELASTIC_ENV] = os.environ.get(ELASTIC_RUN, "")
     for fd, suffix in ((1, ".out.log"), (2, ".err.log")):
         target = os.open(child_file(logs, pid, suffix), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         os.dup2(target, fd)
         os.close(target)
     _record_exit(child_file(logs, pid, ".exit"))
     return True
+
+
+def _mark_launcher(path: str) -> None:
+    try:
+        with open(path, "a", encoding="ascii"):
+            pass
+    except OSError:
+        pass  # the run's folder is gone: nothing reads it
 
 
 def _record_exit(path: str) -> None:

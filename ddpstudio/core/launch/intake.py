@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 
 from ddpstudio.core import protocol
-from ddpstudio.core.launch.outcome import copies_warning
+from ddpstudio.core.launch.outcome import copies_warning, own_groups_warning
 from ddpstudio.core.launch.rankproc import RankProc
 from ddpstudio.core.launch.scriptsteps import ScriptSteps, scraped_event, took_step
 
@@ -75,6 +75,7 @@ class RankIntake:
                 elif ev.type == protocol.RANK_JOINED:
                     r.joined = r.in_group = True
                     r.joined_rank = ev.rank
+                    self._note_joined(r, ev)
                 elif ev.type == protocol.STEP:
                     if not took_step(r, ev):
                         continue
@@ -118,6 +119,16 @@ class RankIntake:
         r.trained = True
         if not r.watched:
             r.joined = True
+
+    def _note_joined(self, r: RankProc, ev: protocol.Event) -> None:
+        """A second process joining as a rank the launcher started once: the script starts ranks itself; said once."""
+        pid = ev.get("pid")
+        if not isinstance(pid, int) or self.spawned is not None:
+            return
+        r.joined_pids.add(pid)
+        if len(r.joined_pids) > 1 and not self._groups_warned:
+            self._groups_warned = True
+            self.emit(protocol.make_event(protocol.WARNING, message=own_groups_warning(r.rank, r.joined_pids)))
 
     def _warn_copies(self) -> None:
         """Every rank trains and none initialised a process group: say so once, while it trains."""

@@ -91,6 +91,7 @@ class Launcher(RankIntake, RunRecords, RunEnding, RunRestarts, RunHangs):
         # Spawn style: the world size is known once the ranks report it; the mean starts then (intake.py).
         self.spawn_mean: ScriptSteps | None = None
         self._copies_warned = False
+        self._groups_warned = False  # more than one process joined as one rank (intake.py)
         self._held: list[protocol.Event] | None = None  # events emitted inside _one_write, not yet written
 
     # -- output --------------------------------------------------------------

@@ -29,6 +29,10 @@ LIBRARY_NOTES = {
                   "the CPU)"),
 }
 LIBRARY_NOTES["pytorch_lightning"] = LIBRARY_NOTES["lightning"]
+# ultralytics/engine/trainer.py: world_size 0 for device "cpu" or "mps", else one per listed device; DDP only then.
+LIBRARY_NOTES["ultralytics"] = ("the script uses Ultralytics, which trains with DDP on CUDA GPUs only: "
+                                "train(device=\"0,1\") lists one GPU per rank; with device=\"cpu\" each rank "
+                                "trains alone")
 
 
 class RankFacts(Protocol):
@@ -113,6 +117,16 @@ def copies_warning(ranks: Sequence[RankFacts], world_size: int) -> str | None:
                 f"trains the whole model on its own (run it on 1 rank, or wrap the model in "
                 f"DistributedDataParallel after init_process_group)")
     return None
+
+
+def own_groups_warning(rank: int, pids: Sequence[int]) -> str:
+    """More than one process joined as one rank of a run that starts each rank itself: each copy of the script
+    started ranks of its own (it runs torchrun itself, or spawns them), so separate groups train, sharing nothing."""
+    listed = ", ".join(str(p) for p in sorted(pids))
+    return (f"{len(pids)} processes joined as rank {rank} (pids {listed}): each copy of the script started ranks of "
+            "its own (it runs torchrun or spawns its ranks itself), so separate groups are training, none sharing "
+            "gradients with the others. Run the script once and let it start its ranks: spawn style "
+            "(--script-style spawn; in the window, \"My script: starts its own ranks\")")
 
 
 def last_output_lines(last_output: Mapping[str, Sequence[str]] | None) -> list[str]:

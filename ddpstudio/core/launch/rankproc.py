@@ -54,6 +54,7 @@ class RankProc:
     watched: bool = False
     in_group: bool = False  # said rank_joined: initialised its process group
     joined_rank: int | None = None  # the rank it said it joined as (a spawn-style script's own process may be one)
+    joined_pids: set = field(default_factory=set)  # the processes that joined as this rank (more than one: copies)
     seen_t: float | None = None  # when it was first seen from inside (watched, spoke or joined): past its imports
     torchless: bool = False  # the rank helper saw it exit without importing torch (rank_no_torch)
     trained: bool = False  # took (the rank helper saw it), reported or printed a training step

@@ -34,6 +34,8 @@ from ddpstudio.core.process.proctable import create_time, is_alive
 LOGS_ENV = "DDPSTUDIO_SPAWN_LOGS"
 ROOT_ENV = "DDPSTUDIO_SPAWN_ROOT"
 CHILD_ENV = "DDPSTUDIO_SPAWN_CHILD"
+ELASTIC_ENV = "DDPSTUDIO_SPAWN_ELASTIC"
+LAUNCHER_SUFFIX = ".launcher"
 SPAWN = "spawn"
 _CHILD_LOG = re.compile(r"^child-(\d+)\.out\.log$")
 MAX_PENDING = 2000  # lines kept per child until it names its rank
@@ -46,7 +48,7 @@ def is_spawn_style(plan: Plan) -> bool:
 
 def spawn_env(env: dict[str, str], logs_dir: str | os.PathLike) -> dict[str, str]:
     """The script's environment: no rank variables (every child would inherit RANK=0), and our logs folder."""
-    for name in _PER_RANK_ENV + (ROOT_ENV, CHILD_ENV):
+    for name in _PER_RANK_ENV + (ROOT_ENV, CHILD_ENV, ELASTIC_ENV):
         env.pop(name, None)
     env[LOGS_ENV] = str(logs_dir)
     return env
@@ -60,6 +62,7 @@ class Child:
     out: LineTail
     err: LineTail
     exit_file: Path
+    launcher_file: Path  # there once a worker of torchrun's that this child ran became a child: no rank, a launcher
     parser: protocol.EventParser = field(default_factory=protocol.EventParser)
     scraper: LossScraper = field(default_factory=LossScraper)
     stderr: StderrTail = field(default_factory=StderrTail)
@@ -71,6 +74,7 @@ class Child:
     exit_code: int | None = None
     ended: bool = False
     ended_t: float | None = None
+    launcher: bool = False
 
     def close(self) -> None:
         for tail in (self.events, self.out, self.err):
@@ -131,7 +135,7 @@ class SpawnedRanks:
             logs = self.run.logs_dir
             self.children[pid] = Child(pid, create_time(pid), LineTail(self.run.events_dir / f"child-{pid}.jsonl"),
                                        LineTail(logs / f"child-{pid}.out.log"), LineTail(logs / f"child-{pid}.err.log"),
-                                       logs / f"child-{pid}.exit")
+                                       logs / f"child-{pid}.exit", logs / f"child-{pid}{LAUNCHER_SUFFIX}")
 
     def _read(self, child: Child, final: bool) -> list[protocol.Event]:
         out: list[protocol.Event] = []
@@ -149,17 +153,29 @@ class SpawnedRanks:
                 if ev.type == protocol.STEP and not took_step(child, ev):
                     continue
                 out.append(ev)
+        if child.rank is None and not child.launcher and child.launcher_file.exists():
+            child.launcher = True  # torchrun's agent, say: what it printed so far is the script's
+            out += [self._unranked(child, stream, text) for stream, text, redrawn in child.pending if not redrawn]
+            child.pending.clear()
         for stream, tail in (("stderr", child.err), ("stdout", child.out)):
             for text, redrawn in tail.read_segments(final):
                 if stream == "stderr" and not redrawn:
                     child.stderr.add(text)  # kept for the root cause, rank or not
-                if child.rank is not None:
+                if child.launcher:
+                    if not redrawn:
+                        out.append(self._unranked(child, stream, text))
+                elif child.rank is not None:
                     out += self._line(child, stream, text, redrawn)
                 elif len(child.pending) < MAX_PENDING:
                     child.pending.append((stream, text, redrawn))
         if final and child.rank is not None and not child.reports_steps:
             out += _scraped(child, child.scraper.flush())  # an evaluation pass the output ended in
         return out
+
+    @staticmethod
+    def _unranked(child: Child, stream: str, text: str) -> protocol.Event:
+        """A line of a process that is no rank (a launcher the script ran): shown as the script's own."""
+        return protocol.make_event(protocol.LOG, stream=stream, line=text, pid=child.pid)
 
     def _line(self, child: Child, stream: str, text: str, redrawn: bool) -> list[protocol.Event]:
         """One output line of a child that named its rank: its log line, and the loss it may carry."""
@@ -180,6 +196,8 @@ class SpawnedRanks:
         if child.rank is not None:
             return [protocol.make_event(protocol.RANK_EXITED, rank=child.rank, exit_code=child.exit_code,
                                         pid=child.pid, spawned=True)]
+        if child.launcher:
+            return []  # its ranks' exits are theirs; its own is the script's business (it waits for it)
         out = [protocol.make_event(protocol.LOG, stream=stream, line=text, pid=child.pid)
                for stream, text, redrawn in child.pending if not redrawn]
         if not out and child.exit_code == 0:
