@@ -40,14 +40,22 @@ def declares_any(tree: ast.Module, options: tuple[str, ...]) -> bool:
     return any(s in declared for option in options for s in spellings(option))
 
 
-def fit_template(template: str, tree: ast.Module | None) -> Fitted:
+def fit_template(template: str, tree: ast.Module | None, spawn: bool = False) -> Fitted:
     """``template`` fitted to the options the script whose syntax ``tree`` is declares (see the module's
-    docstring); unchanged for a script that does not parse (None)."""
+    docstring); unchanged for a script that does not parse (None).
+
+    ``spawn``: the template of a script that starts its own ranks, left out where the script declares none of
+    its options: the scripts that pass them on to their ranks (ImageNet's ``main.py``) declare them; one whose
+    library starts its ranks (Lightning, Ignite, torchrun run by the script) refuses or misreads them (a fire
+    CLI hands them to ``idist.Parallel``: "got multiple values for keyword argument 'world_size'")."""
     tokens = template.split()
     options = tuple(t for t in tokens if t.startswith("--"))
     if tree is None or not options:
         return Fitted(template)
     if not (declares_any(tree, options) and strict_parser_here(tree)) and not parser_all_here(tree):
+        if spawn and not declares_any(tree, options) and not declares_by_name(tree):
+            return Fitted("", f"distributed arguments (none): the script declares none of {', '.join(options)}, "
+                              "and sets up the ranks it starts itself")
         return Fitted(template)  # its parser, if any, may declare them elsewhere or from variables
     declared, dynamic = declared_strings(tree), declares_by_name(tree)
     kept: list[str] = []

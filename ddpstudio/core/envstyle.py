@@ -33,10 +33,12 @@ TORCHRUN_VARIABLES = ("LOCAL_RANK", "RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "M
 ENV_URL = "env://"
 # Libraries whose distributed set-up takes the world from torchrun's variables (Accelerate's PartialState,
 # Lightning's torchelastic environment, the Trainer's TrainingArguments, deepspeed.init_distributed, Ultralytics'
-# trainer, which runs torchrun on itself unless LOCAL_RANK is set: ultralytics/engine/trainer.py): a script
+# trainer, which runs torchrun on itself unless LOCAL_RANK is set: ultralytics/engine/trainer.py; Ignite's
+# idist.Parallel without nproc_per_node): a script
 # built on one calls no init_process_group of its own, and its argument parser (HfArgumentParser, a CLI of the
 # library's) refuses the args template's options.
-TORCHRUN_LIBRARIES = ("accelerate", "lightning", "pytorch_lightning", "transformers", "deepspeed", "ultralytics")
+TORCHRUN_LIBRARIES = ("accelerate", "lightning", "pytorch_lightning", "transformers", "deepspeed", "ultralytics",
+                      "ignite")
 
 
 @dataclass(frozen=True)

@@ -405,7 +405,7 @@ def _script_as_read(spec: ScriptSpec | None) -> tuple[ScriptSpec | None, list[st
     tree = parse_script(read_source(spec.path))  # once, for every reading
     reasons = []
     if spec.style in ("args", "spawn") and spec.dist_args in (DEFAULT_DIST_ARGS, DEFAULT_SPAWN_ARGS):
-        fitted = fit_template(spec.dist_args, tree)
+        fitted = fit_template(spec.dist_args, tree, spawn=spec.style == "spawn")
         spec = replace(spec, dist_args=fitted.template)
         reasons += [fitted.why] if fitted.why else []
     if spec.style == "env":

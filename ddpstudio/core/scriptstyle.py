@@ -11,7 +11,9 @@ is one process per rank, args style (core/scriptgate.py reads the gating).
 A script that spawns nothing but is written for torchrun (it reads
 ``LOCAL_RANK``, or joins by ``env://``) gets env style (core/envstyle.py); one
 that runs torchrun itself and reads none of its variables, spawn style
-(core/ownlauncher.py).
+(core/ownlauncher.py), as does one whose library starts its ranks
+(Lightning's ddp_spawn, Ignite's Parallel with nproc_per_node:
+core/liblaunch.py).
 Pure: text in, suggestion out (reading the file is :func:`read_source`'s job).
 """
 
@@ -25,6 +27,7 @@ from pathlib import Path
 
 from ddpstudio.core.argsfit import declares_any, declares_by_name, parser_all_here
 from ddpstudio.core.envstyle import LOCAL_RANK_OPTIONS, env_sign, parses_any, torchrun_sign
+from ddpstudio.core.liblaunch import library_launch
 from ddpstudio.core.ownlauncher import runs_launcher
 from ddpstudio.core.plan import DEFAULT_DIST_ARGS
 from ddpstudio.core.scriptargs import parse_script
@@ -71,6 +74,9 @@ def suggest_style(source: str | None, args: Sequence[str] = ()) -> StyleSuggesti
         return StyleSuggestion("spawn", f"its arguments contain {SPAWN_FLAG}: the script starts one process "
                                         "per GPU itself")
     tree = parse_script(source)
+    library = library_launch(tree, args)  # Lightning's spawn strategies, Ignite's Parallel(nproc_per_node=...)
+    if library is not None:
+        return StyleSuggestion("spawn", library.why)
     calls = spawn_calls(source or "", tree)
     if not calls:
         return _launcher_style(tree) or _env_style(tree)

@@ -1,0 +1,124 @@
+"""Does a library start the script's ranks? Lightning's spawn strategies and Ignite's ``Parallel``, read from the
+script's AST and its arguments, never run.
+
+Lightning's ``Trainer(strategy="ddp_spawn")`` (and ``ddp_fork``, ``ddp_notebook``, or a ``DDPStrategy`` with a
+``start_method``) starts its processes with torch.multiprocessing whatever the environment says
+(lightning/pytorch/strategies/launchers/multiprocessing.py): run once per rank under torchrun's variables, every
+copy starts a group of its own, whose rank 0s fight over one port. ``strategy="ddp"`` is torchrun's (its
+subprocess launcher stays out of the way under torchrun's variables). Ignite's ``idist.Parallel(...,
+nproc_per_node=N)`` and ``idist.spawn`` start N processes (ignite/distributed/comp_models/native.py
+``start_processes``); without ``nproc_per_node`` it takes torchrun's variables. Such a script runs once, in spawn
+style, and is given no distributed arguments: its library sets its ranks up.
+
+A sign counts only in a script that imports the library. What an argument decides (``--trainer.strategy
+ddp_spawn`` for a LightningCLI, ``--nproc_per_node 2`` for Ignite's examples) is read from the arguments as given.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ddpstudio.core.scriptgate import dotted
+
+LIGHTNING = ("lightning", "pytorch_lightning")
+IGNITE = "ignite"
+# Lightning's strategy names whose launcher spawns or forks (its strategy registry), with their
+# find_unused_parameters variants.
+SPAWN_STRATEGIES = ("ddp_spawn", "ddp_fork", "ddp_notebook")
+LIGHTNING_CALLS = ("Trainer", "Fabric")
+IGNITE_CALLS = ("Parallel", "spawn")
+NPROC = "nproc_per_node"
+
+
+@dataclass(frozen=True)
+class LibraryLaunch:
+    """Why a library starts the script's ranks, in the words of the style line."""
+
+    why: str
+
+
+def library_launch(tree: ast.Module | None, args: Sequence[str] = ()) -> LibraryLaunch | None:
+    """The library that starts this script's ranks with these arguments, or None."""
+    if tree is None:
+        return None
+    imported = _imported_roots(tree)
+    if imported & set(LIGHTNING):
+        found = _lightning(tree, args)
+        if found is not None:
+            return found
+    if IGNITE in imported:
+        return _ignite(tree, args)
+    return None
+
+
+def spawn_strategy(name: object) -> bool:
+    return isinstance(name, str) and any(name == s or name.startswith(s + "_") for s in SPAWN_STRATEGIES)
+
+
+def _imported_roots(tree: ast.Module) -> set[str]:
+    roots = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            roots.update(a.name.split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            roots.add(node.module.split(".")[0])
+    return roots
+
+
+def _calls(tree: ast.Module, names: tuple[str, ...]) -> list[ast.Call]:
+    return sorted((node for node in ast.walk(tree) if isinstance(node, ast.Call)
+                   and (dotted(node.func) or "").rpartition(".")[2] in names), key=lambda c: c.lineno)
+
+
+def _keyword(call: ast.Call, name: str) -> ast.expr | None:
+    return next((k.value for k in call.keywords if k.arg == name), None)
+
+
+def _lightning(tree: ast.Module, args: Sequence[str]) -> LibraryLaunch | None:
+    for call in _calls(tree, LIGHTNING_CALLS):
+        value = _keyword(call, "strategy")
+        if isinstance(value, ast.Constant) and spawn_strategy(value.value):
+            return LibraryLaunch(f"the script asks Lightning for strategy=\"{value.value}\" (line {call.lineno}): "
+                                 "Lightning starts the ranks itself")
+    for call in _calls(tree, ("DDPStrategy",)):
+        value = _keyword(call, "start_method")
+        if isinstance(value, ast.Constant) and value.value in ("spawn", "fork", "forkserver"):
+            return LibraryLaunch(f"the script asks Lightning for DDPStrategy(start_method=\"{value.value}\") "
+                                 f"(line {call.lineno}): Lightning starts the ranks itself")
+    for option, value in _options(args):
+        if option.rpartition(".")[2].lstrip("-") == "strategy" and spawn_strategy(value):
+            return LibraryLaunch(f"its arguments ask Lightning for the {value} strategy ({option} {value}): "
+                                 "Lightning starts the ranks itself")
+    return None
+
+
+def _ignite(tree: ast.Module, args: Sequence[str]) -> LibraryLaunch | None:
+    given = next((value for option, value in _options(args) if option.lstrip("-").replace("-", "_") == NPROC), None)
+    for call in _calls(tree, IGNITE_CALLS):
+        name = dotted(call.func) or ""
+        value = _keyword(call, NPROC)
+        spread = any(k.arg is None for k in call.keywords)  # Parallel(backend=..., **spawn_kwargs)
+        if isinstance(value, ast.Constant):
+            if isinstance(value.value, int) and not isinstance(value.value, bool) and value.value >= 1:
+                return LibraryLaunch(f"the script calls {name}({NPROC}={value.value}) (line {call.lineno}): "
+                                     "Ignite starts the ranks itself")
+        elif (value is not None or spread) and given is not None:
+            return LibraryLaunch(f"the script calls {name}() (line {call.lineno}) and its arguments give "
+                                 f"{NPROC} {given}: Ignite starts the ranks itself")
+    return None
+
+
+def _options(args: Sequence[str]) -> list[tuple[str, str]]:
+    """``--name value`` and ``--name=value`` pairs of the arguments."""
+    out = []
+    for i, arg in enumerate(args):
+        if not arg.startswith("--"):
+            continue
+        if "=" in arg:
+            name, _, value = arg.partition("=")
+            out.append((name, value))
+        elif i + 1 < len(args) and not args[i + 1].startswith("--"):
+            out.append((arg, args[i + 1]))
+    return out
