@@ -48,10 +48,10 @@ def steps_of(evs, rank: int):
 def framework_like(tmp_path_factory):
     """What a framework does around backward, all at once: 3 micro-batches a step on loss / 3, a GradScaler
     whose third step is skipped (infinite gradients), a second optimizer stepped after the first, and each batch
-    forwarded twice for its loss."""
+    forwarded twice for its loss, by a DDP wrapper left in eval mode around a module that trains (Lightning's)."""
     out = tmp_path_factory.mktemp("losses")
     return run(out, "--steps", str(STEPS), "--accumulate", "3", "--scaler", "--inf-at", "3", "--second-optimizer",
-               "--two-views")
+               "--two-views", "--wrapper-eval")
 
 
 def test_a_script_that_prints_no_loss_finishes_trained_with_each_steps_loss(framework_like):

@@ -67,7 +67,9 @@ def _backward(losses: StepLosses, original: Callable) -> Callable:
 def _forward(losses: StepLosses, original: Callable, grad_enabled: Callable[[], bool]) -> Callable:
     @functools.wraps(original)
     def forward(module: Any, *args: Any, **kwargs: Any) -> Any:
-        if module.training and grad_enabled():
+        # The wrapped model's mode, not the wrapper's: Lightning trains the module inside a DDP it never sets to
+        # train mode (2.6.6: wrapper eval, module train; helper trial 2026-12-07, no samples/s for Lightning).
+        if module.module.training and grad_enabled():
             losses.forwarded(args, kwargs)
         return original(module, *args, **kwargs)
 

@@ -11,7 +11,8 @@ which scales by itself and is made after the process group exists), ``--inf-at N
 infinite: the scaler skips that step), ``--second-optimizer`` (a second model
 and optimizer stepped after the first, as a GAN's generator), ``--two-views``
 (the batch forwarded twice for one loss), ``--report``
-(the script reports its own steps through ``ddpstudio.report``, 0-based).
+(the script reports its own steps through ``ddpstudio.report``, 0-based), ``--wrapper-eval`` (the DDP
+wrapper in eval mode around a module that trains, as Lightning 2.6.6 leaves it).
 """
 
 import argparse
@@ -30,6 +31,7 @@ p.add_argument("--inf-at", type=int, default=0)
 p.add_argument("--second-optimizer", action="store_true")
 p.add_argument("--two-views", action="store_true")
 p.add_argument("--report", action="store_true")
+p.add_argument("--wrapper-eval", action="store_true")
 p.add_argument("--out", required=True)
 
 
@@ -41,6 +43,8 @@ def main() -> None:
     rank = dist.get_rank()
     torch.manual_seed(0)
     model = nn.parallel.DistributedDataParallel(nn.Linear(8, 1))
+    if args.wrapper_eval:  # Lightning trains the module inside a DDP whose own flag it never sets
+        model.training = False
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
     if args.scaler == "sharded":  # FSDP's, which scales by itself (and agrees on a skipped step over the group)
         from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
