@@ -53,3 +53,23 @@ def test_a_traceback_on_screen_is_not_printed_again_when_the_ranks_own_log_line_
     text = out.getvalue()
     assert "    (the same traceback is printed above, from rank 0)" in text
     assert text.count("line 1028, in main") == 1
+
+
+def test_a_spawn_style_scripts_traceback_on_screen_is_not_printed_again():
+    """The script's own process's lines are shown under no rank (None); a failure there was printed twice (helper
+    trial, an Ignite script asked for NCCL on the CPU in spawn style)."""
+    out = io.StringIO()
+    view = ProgressView(out=out, tty=False, show_output="0")
+    view.feed(protocol.make_event(protocol.RUN_STARTED, run_id="r", world_size=None, backend="gloo", device="cpu",
+                                  store="file", run_dir="/runs/r", kind="script", script_style="spawn"))
+    frames = ["Traceback (most recent call last):", '  File "main.py", line 81, in <module>',
+              "    with idist.Parallel(backend=args.backend, nproc_per_node=2) as parallel:",
+              "RuntimeError: Nccl backend is required but no cuda capable devices"]
+    for line in frames:
+        view.feed(protocol.make_event(protocol.LOG, stream="stderr", line=line))
+    cause = {"rank": -1, "exit_code": 1, "message": frames[-1], "traceback_tail": frames}
+    view.feed(protocol.make_event(protocol.RUN_FINISHED, state=protocol.FAILED, duration_s=3.1, world_size=None,
+                                  root_cause=cause, summary=f"the script failed: {frames[-1]}", run_dir=None))
+    text = out.getvalue()
+    assert text.count("line 81, in <module>") == 1, text
+    assert "    (the same traceback is printed above, from the script's own process)" in text

@@ -43,6 +43,9 @@ def eval_line(ev: protocol.Event) -> str:
     return ", ".join(parts)
 
 
+_NOT_SHOWN = object()  # no output printed above holds the traceback (None is the script's own process)
+
+
 class ProgressView:
     """Consumes protocol events; dispatches by type to ``_handle_<type>``."""
 
@@ -249,9 +252,10 @@ class ProgressView:
         if state == protocol.FAILED and cause:
             self._print(f"root cause: {ev.get('summary')}")
             above = self._shown_rank(cause)
-            if above is not None:
+            if above is not _NOT_SHOWN:
                 same = "" if above == cause.get("rank") else "the same "
-                self._print(f"    ({same}traceback is printed above, from rank {above})")
+                whose = "the script's own process" if above is None else f"rank {above}"
+                self._print(f"    ({same}traceback is printed above, from {whose})")
             else:
                 for line in cause.get("traceback_tail") or []:
                     self._print(f"    {line}")
@@ -280,14 +284,15 @@ class ProgressView:
                 self._print(f"  {line}")
         self._logs(ev)
 
-    def _shown_rank(self, cause: dict) -> int | None:
+    def _shown_rank(self, cause: dict) -> object:
         """The rank whose output printed above holds every line of ``cause``'s traceback tail (the failing
-        rank's own first), or ``None``: a script's traceback is on the screen once, not twice."""
+        rank's own first; None: a spawn-style script's own process), or ``_NOT_SHOWN``: a script's traceback is
+        on the screen once, not twice."""
         tail = [line.rstrip() for line in cause.get("traceback_tail") or [] if line.strip()]
         starts = [i for i, line in enumerate(tail) if line.startswith("Traceback (most recent call last)")]
         tail = tail[starts[-1]:] if starts else tail  # a rank's own log lines before its traceback name the rank
         ranks = sorted(self.shown, key=lambda r: (r != cause.get("rank"), r if isinstance(r, int) else -1))
-        return next((r for r in ranks if tail and set(tail) <= set(self.shown[r])), None)
+        return next((r for r in ranks if tail and set(tail) <= set(self.shown[r])), _NOT_SHOWN)
 
     def _logs(self, ev: protocol.Event) -> None:
         """Where the run's logs are; a run refused before it had a folder (a host that never started) has none."""
