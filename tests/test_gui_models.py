@@ -176,6 +176,12 @@ def test_hints_recognise_the_known_failures():
     # Lightning 2.6's own words when its Trainer's devices are not the ranks torchrun (or DDP Studio) started.
     assert keys("ValueError: You set `devices=2` and `num_nodes=1` in Lightning, but the product (2 * 1) does not "
                 "match the world size (4).") == ["lightning_devices"]
+    # Ignite checks for CUDA before any process group exists, out of the rank helper's NCCL swap: its own words
+    import ignite.distributed.comp_models.native as ignite_native
+
+    assert 'raise RuntimeError("Nccl backend is required but no cuda capable devices")' in \
+        Path(ignite_native.__file__).read_text(encoding="utf-8")
+    assert keys("RuntimeError: Nccl backend is required but no cuda capable devices") == ["library_nccl"]
     assert low_load_hint(20.0, None).key == "low_gpu_load"
     assert low_load_hint(90.0, 0.5).key == "data_wait"
     assert low_load_hint(90.0, 0.01) is None and low_load_hint(None, None) is None

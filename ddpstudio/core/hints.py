@@ -67,6 +67,12 @@ _RULES: tuple[tuple[Hint, tuple[str, ...]], ...] = (
           "on (leave out --no-rank-helper; in the window, tick \"Rank helper in my script\"), or change the "
           "script's backend to gloo."),
      ("nccl built in", "doesn't have nccl", "nccl is not available", "processgroupnccl is only supported with gpus")),
+    (Hint("library_nccl", "The script's library refuses NCCL here",
+          "The script asks for the NCCL backend and its library checks for CUDA GPUs before any process group "
+          "exists, so DDP Studio's rank helper cannot give it Gloo. Give the script the gloo backend in its own "
+          "arguments (Ignite's examples: --backend gloo) or code; NCCL needs CUDA GPUs, and PyTorch for Windows "
+          "has none."),
+     ("nccl backend is required but no cuda capable devices",)),  # ignite/distributed/comp_models/native.py
     (Hint("gloo_cuda_crash", "Gloo crashed all-reducing GPU tensors",
           "A rank died inside PyTorch without a Python error while Gloo exchanged gradients on the GPU. "
           "PyTorch for Windows cannot all-reduce CUDA tensors with Gloo (pytorch #186535). Choose the staged "
