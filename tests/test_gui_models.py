@@ -193,19 +193,24 @@ def test_each_front_names_its_own_controls_in_every_hint():
 
     every = "\n".join(words[0] for _, words in _RULES)  # one failure's words per rule: every rule matches
     window, cli = hints_for(every, front=WINDOW), hints_for(every, front=CLI)
-    assert [h.key for h in window] == [h.key for h in cli] and len(cli) == len(_RULES) - 2  # two are left out:
-    # a stale store's rendezvous hint and a named holder's busy-port one (their more specific hints show)
+    assert [h.key for h in window] == [h.key for h in cli] and len(cli) == len(_RULES) - 3  # three are left out:
+    # a stale store's rendezvous hint, and both port hints where the run's own port was taken by the run's own
+    # processes (their more specific hints show)
     for w, c in zip(window, cli):
         assert "{" not in w.text + c.text and w.title == c.title, (w, c)
         assert not any(word in c.text for word in ("Click", "click", "the Python field", "Leave the port empty",
                                                    "leave Python empty")), c
     by_key = {h.key: h.text for h in cli}
     assert "Run ddpstudio clean to remove it" in by_key["stale_store"]
-    assert "ddpstudio clean lists what killed runs left behind" in by_key["held_port"]
+    assert "ddpstudio clean lists what killed runs left behind" in hints_for(
+        "port 12355 is already in use, held by python (pid 7)", front=CLI)[0].text
     assert "(--python) needs one too" in by_key["cpu_torch"] and "or leave out --python." in by_key["cpu_torch"]
     assert "Leave out --port to pick a free one, or run ddpstudio clean" in \
         hints_for("EADDRINUSE", front=CLI)[0].text
     assert "Click Clean up to remove it" in {h.key: h.text for h in window}["stale_store"]
+    assert by_key["copies_start_ranks"].endswith("let it start its ranks: run it with --script-style spawn.")
+    assert {h.key: h.text for h in window}["copies_start_ranks"].endswith(
+        'let it start its ranks: choose the kind "My script: starts its own ranks".')
 
 
 def test_past_runs_are_listed_and_reloaded(tmp_path):

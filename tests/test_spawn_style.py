@@ -24,6 +24,7 @@ from ddpstudio.core.launch import spawned
 from ddpstudio.core.launch.busyport import busy_port_note, port_in_text
 from ddpstudio.core.launch.rundir import RunDir
 from ddpstudio.core.rendezvous.ports import find_free_port, port_owner
+from ddpstudio.core.hints import CLI, hints_for
 from ddpstudio.core.launch.outcome import own_groups_warning
 from ddpstudio.core.scriptstyle import StyleSuggestion, suggest_style
 from ddpstudio.rank import spawnchild
@@ -289,6 +290,14 @@ def test_the_busy_port_note_names_a_real_holder_and_says_when_it_cannot():
     assert "a process that has exited since" in gone
     assert "does not say which port" in busy_port_note("OSError: [Errno 98] Address already in use")
     assert busy_port_note("RuntimeError: connection refused") is None
+    # the run's own MASTER_PORT, taken by another process of the run: copies that each start ranks (helper
+    # trials: Lightning's ddp_spawn and Ignite's Parallel started once per rank), not a port the script set
+    ours = busy_port_note(text, owner_of=lambda _port: None, ours=12355)
+    assert ours == ("port 12355, the one DDP Studio chose free for this run's ranks (MASTER_PORT), was taken by "
+                    "another process of the run (a process that has exited since (nothing listens there now)), so "
+                    "more processes than ranks meet there: each copy of the script seems to start ranks of its own")
+    assert [h.key for h in hints_for(ours, text, front=CLI)] == ["copies_start_ranks"]
+    assert [h.key for h in hints_for(gone, text, front=CLI)] == ["held_port"]
 
 
 def test_the_rank_side_and_the_launcher_agree_on_the_spawn_names():

@@ -22,9 +22,11 @@ WINDOW, CLI = "window", "cli"
 # What a hint's text calls the controls it names, in each front ({name} in the rules below).
 FRONTS: dict[str, dict[str, str]] = {
     WINDOW: {"Clean": "Click Clean up", "clean": "click Clean up", "cleanup": "Clean up",
-             "port": "Leave the port empty", "python": "the Python field", "no_python": "leave Python empty"},
+             "port": "Leave the port empty", "python": "the Python field", "no_python": "leave Python empty",
+             "spawn": "choose the kind \"My script: starts its own ranks\""},
     CLI: {"Clean": "Run ddpstudio clean", "clean": "run ddpstudio clean", "cleanup": "ddpstudio clean",
-          "port": "Leave out --port", "python": "--python", "no_python": "leave out --python"},
+          "port": "Leave out --port", "python": "--python", "no_python": "leave out --python",
+          "spawn": "run it with --script-style spawn"},
 }
 
 
@@ -41,6 +43,11 @@ _RULES: tuple[tuple[Hint, tuple[str, ...]], ...] = (
           "The FileStore file was not new, so the ranks read a dead run's addresses and could not connect "
           "(pytorch #55967). {Clean} to remove it, or use a fresh FileStore (the default).", CLEANUP),
      ("existed before this run started", "connectfullmesh failed", "a killed run left it behind")),
+    (Hint("copies_start_ranks", "The script starts its own ranks",
+          "DDP Studio started the script once per rank, and each copy started processes of its own (its library's "
+          "launcher: Lightning's ddp_spawn, Ignite's Parallel with nproc_per_node, torchrun run by the script), "
+          "which met at one port. Start the script once and let it start its ranks: {spawn}."),
+     ("more processes than ranks meet there", "each copy of the script started ranks of its own")),
     (Hint("held_port", "The script's port is taken",
           "Another program listens on the port the rank wanted (named above, with the process that holds it). "
           "Scripts in the DDP tutorial's style fix MASTER_PORT (12355): change it in the script, or end that "
@@ -150,7 +157,10 @@ def hints_for(*texts: str, python: str | None = None, front: str = WINDOW) -> li
              if any(w in haystack for w in words)]
     if any(h.key == "stale_store" for h in found):
         found = [h for h in found if h.key != "rendezvous"]
-    if any(h.key == "held_port" for h in found):  # the holder is named: no guessing at orphans
+    keys = {h.key for h in found}
+    if "copies_start_ranks" in keys:  # the run's own port, taken by its own processes: not the script's port
+        found = [h for h in found if h.key not in ("busy_port", "held_port")]
+    elif "held_port" in keys:  # the holder is named: no guessing at orphans
         found = [h for h in found if h.key != "busy_port"]
     missing = missing_module_hint(*texts, chosen=python)
     return found + ([missing] if missing is not None else [])

@@ -20,6 +20,8 @@ _IN_USE = re.compile(r"address already in use|eaddrinuse|errno:? ?98\b|error:? ?
 _PORT = re.compile(r"\bport\b[\s:=]*(?P<port>\d{2,5})\b|:(?P<hostport>\d{2,5})\b.*already in use",
                    re.IGNORECASE)
 HELD_BY = "is already in use, held by"  # core/hints.py recognises the finding by these words
+# The same for the port DDP Studio chose free for the run (MASTER_PORT): taken by another process of the run.
+OWN_PORT_TAKEN = "more processes than ranks meet there"
 
 
 def port_in_text(text: str) -> int | None:
@@ -31,10 +33,14 @@ def port_in_text(text: str) -> int | None:
     return None
 
 
-def busy_port_note(text: str, owner_of: Callable[[int], dict[str, Any] | None] | None = None) -> str | None:
+def busy_port_note(text: str, owner_of: Callable[[int], dict[str, Any] | None] | None = None,
+                   ours: int | None = None) -> str | None:
     """One sentence for a failure whose text says "address already in use"; None for any other failure.
 
-    ``owner_of`` is the seam for :func:`ddpstudio.core.rendezvous.ports.port_owner`.
+    ``owner_of`` is the seam for :func:`ddpstudio.core.rendezvous.ports.port_owner`. ``ours``: the port DDP Studio
+    chose free for the run's ranks (the plan's ``master_port``). Taken there, it was another process of the run
+    that listened first: copies of a script that each start ranks of their own (Lightning's ddp_spawn, Ignite's
+    Parallel with nproc_per_node, started once per rank: helper trials 2026-12-07), not the script's own port.
     """
     if not _IN_USE.search(text):
         return None
@@ -53,5 +59,9 @@ def busy_port_note(text: str, owner_of: Callable[[int], dict[str, Any] | None] |
         name = owner.get("name") or "a process"
         cmdline = " ".join(owner.get("cmdline") or [])[:120]
         holder = f"{name} (pid {owner['pid']}" + (f": {cmdline})" if cmdline else ")")
+    if port == ours:
+        return (f"port {port}, the one DDP Studio chose free for this run's ranks (MASTER_PORT), was taken by "
+                f"another process of the run ({holder}), so {OWN_PORT_TAKEN}: each copy of the script seems to "
+                "start ranks of its own")
     return (f"port {port} {HELD_BY} {holder}; the rank could not listen on it. If your script sets this "
             f"port (MASTER_PORT), change it or end that process")

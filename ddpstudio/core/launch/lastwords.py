@@ -20,7 +20,7 @@ from ddpstudio.core.platform import Platform
 def crash_message(plan: Plan, r: RankProc, code: int, platform: Platform) -> str:
     """The rank's last words; for a native crash with Gloo on CUDA, what it probably was (pytorch #186535)."""
     message = r.stderr.message()
-    busy = busy_port_note("\n".join(r.stderr.tail(40)))
+    busy = busy_port_note("\n".join(r.stderr.tail(40)), ours=plan.master_port)
     if busy:
         message = f"{busy} ({message})" if message else busy
     p = plan
