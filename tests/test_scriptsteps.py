@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ddpstudio.core import protocol
-from ddpstudio.core.launch.scriptsteps import HOLD_S, SETTLE_STEPS, ScriptSteps
+from ddpstudio.core.launch.scriptsteps import HOLD_S, LAG_WAIT_S, SETTLE_STEPS, ScriptSteps
 
 
 def step(rank: int, n: int, loss: float, **extra) -> protocol.Event:
@@ -59,3 +59,28 @@ def test_non_finite_losses_are_left_out_of_the_mean_and_late_steps_are_ignored()
     assert (g.get("loss"), g.get("total_steps")) == (2.0, 9)
     s.reported(step(0, 1, 5.0))  # that step's mean is out already
     assert s.settle(final=True) == []
+
+
+def test_a_step_waits_for_a_rank_that_gives_steps_and_is_read_behind_the_others():
+    """Rank 0's steps 25-27 were read one pass after rank 1's 25-28: the global steps 25-27 were rank 1's alone
+    (helper trial, Ignite under env style). A rank that gives steps is waited for, up to LAG_WAIT_S."""
+    now = [0.0]
+    s = ScriptSteps(world_size=2, clock=lambda: now[0])
+    for n in (1, 2):
+        s.reported(step(0, n, 1.0))
+        s.reported(step(1, n, 3.0))
+    assert [g.get("ranks") for g in s.settle()] == [2, 2]
+    for n in (3, 4, 5, 6):
+        s.reported(step(1, n, 3.0))
+    assert s.settle() == []  # rank 0 gives steps and is at 2: its 3-6 are on their way
+    s.reported(step(0, 3, 1.0))
+    s.reported(step(0, 4, 1.0))
+    now[0] = 0.5
+    assert [(g.get("step"), g.get("loss"), g.get("ranks")) for g in s.settle()] == [(3, 2.0, 2), (4, 2.0, 2)]
+    # a rank that stopped giving steps holds the curve back for LAG_WAIT_S at most
+    for n in (7, 8):
+        s.reported(step(1, n, 3.0))
+    now[0] = 1.0
+    assert s.settle() == []
+    now[0] = LAG_WAIT_S + 0.1
+    assert [(g.get("step"), g.get("ranks")) for g in s.settle()] == [(5, 1), (6, 1)]

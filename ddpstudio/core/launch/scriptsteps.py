@@ -18,12 +18,14 @@ the mean; a rank's observed steps are ignored once it reports its own.
 from __future__ import annotations
 
 import math
-from typing import Any, NamedTuple
+import time
+from typing import Any, Callable, NamedTuple
 
 from ddpstudio.core import protocol
 
 HOLD_S = 0.5  # how long a scraped step waits for a report.step of the same rank
 SETTLE_STEPS = 2  # a step's mean is final once all ranks gave it, or this many later steps were seen
+LAG_WAIT_S = 2.0  # ... and no rank that gives steps is behind it, or it has waited this long for such a rank
 CARRIED = ("total_steps", "epoch", "lr")  # report.step extras the global step passes on (rank 0's first)
 
 
@@ -49,12 +51,15 @@ class ScriptSteps:
     """Per run: ``reported``/``scraped`` in; out come the scraped steps to emit (``release``) and, once
     per pass over the ranks, the global steps now complete (``settle``)."""
 
-    def __init__(self, world_size: int) -> None:
+    def __init__(self, world_size: int, clock: Callable[[], float] = time.monotonic) -> None:
         self.world_size = world_size
+        self._clock = clock
         self._pending: dict[int, dict[int, Value]] = {}  # step -> rank -> value
         self._last_global: int | None = None
         self._held: dict[int, list[Held]] = {}
         self._reporters: set[int] = set()
+        self._latest: dict[int, int] = {}  # rank -> the highest step it gave: the ranks that give steps
+        self._first_seen: dict[int, float] = {}  # step -> when its first value came (``clock``)
 
     # -- in ------------------------------------------------------------------
     def reported(self, ev: protocol.Event) -> None:
@@ -109,7 +114,11 @@ class ScriptSteps:
         step = int(step)
         if self._last_global is not None and step <= self._last_global:
             return  # that step's mean is out already
+        if step not in self._pending:
+            self._first_seen[step] = self._clock()
         values = self._pending.setdefault(step, {})
+        if ev.rank is not None:
+            self._latest[ev.rank] = max(step, self._latest.get(ev.rank, step))
         old = values.get(ev.rank)
         if old is None or reported or not old.reported:
             data = ev.data
@@ -120,18 +129,31 @@ class ScriptSteps:
         """The global steps now complete, in step order; ``final`` (the run is over): all that wait,
         each the mean of the ranks that gave it.
 
+        A step is complete once every rank gave it; or once ``SETTLE_STEPS`` later steps were seen (a script
+        that prints on rank 0 only), unless a rank that gives steps has not reached it yet: its values are read
+        later (its file in the next pass), and the mean waits for them up to ``LAG_WAIT_S`` (helper trial,
+        2026-12-07: three global steps were rank 1's loss alone while rank 0's same steps were one read behind).
         Called after a pass over every rank, so that one rank's burst of steps does not settle them
         before the other ranks' files were read."""
+        now = self._clock()
         out = []
         steps = sorted(self._pending)
         for i, step in enumerate(steps):
             values = self._pending[step]
-            if not (final or len(values) >= self.world_size or len(steps) - 1 - i >= SETTLE_STEPS):
+            if not (final or len(values) >= self.world_size
+                    or (len(steps) - 1 - i >= SETTLE_STEPS and not self._lagging(step, values, now))):
                 break  # steps come out in order: a later one waits for this one
             out.append(_global(step, values))
             del self._pending[step]
+            self._first_seen.pop(step, None)
             self._last_global = step
         return out
+
+    def _lagging(self, step: int, values: dict[int, Value], now: float) -> bool:
+        """Does a rank that gives steps, missing from ``step``, still come before it (within the wait)?"""
+        if now - self._first_seen.get(step, now) >= LAG_WAIT_S:
+            return False
+        return any(latest < step for rank, latest in self._latest.items() if rank not in values)
 
 
 def took_step(rank: Any, ev: protocol.Event) -> bool:
