@@ -134,5 +134,6 @@ def test_an_ignite_script_that_starts_its_ranks_runs_once_and_trains_as_one_run(
     validation = [float(e.get("line").rsplit(" ", 1)[1]) for e in of_type(evs, protocol.LOG)
                   if "Validation Results" in (e.get("line") or "")]
     assert [round(e.get("loss"), 4) for e in of_type(evs, protocol.EVAL) if e.rank == 0] == validation
+    assert [e.get("step") for e in of_type(evs, protocol.EVAL) if e.rank == 0] == [6, 12]  # after each epoch
     assert len(validation) == 2
     assert not of_type(evs, protocol.WARNING)

@@ -132,3 +132,39 @@ def test_the_first_looks_keep_exactly_the_full_patterns_matches(line, monkeypatc
     monkeypatch.setattr(lossparse, "_LOSS_HINT", re.compile(""))
     monkeypatch.setattr(lossparse, "_EVAL_HINT", re.compile(""))
     assert found == parse_loss(line)
+
+
+def test_each_segment_read_says_where_its_line_starts_in_the_file(tmp_path):
+    """Byte offsets, across reads, a multi-byte character, a line completed later and a progress bar's updates
+    (each at its line's start): where an evaluation line sits against the helper's step marks."""
+    path = tmp_path / "rank0.out.log"
+    tail = LineTail(path)
+    with open(path, "wb") as fh:
+        fh.write("a\u00e9\nbb\ncc".encode())
+        fh.flush()
+        assert tail.read_segments() == [("a\u00e9", False), ("bb", False)] and tail.starts == [0, 4]
+        fh.write(b"c\n10%\r20%\r30")
+        fh.flush()
+        assert tail.read_segments() == [("ccc", False), ("10%", True), ("20%", True)] and tail.starts == [7, 11, 11]
+        fh.write(b"%\ndone\n")
+        fh.flush()
+        assert tail.read_segments() == [("30%", False), ("done", False)] and tail.starts == [19, 23]
+    data = path.read_bytes()
+    assert data[19:23] == b"30%\n" and data[23:] == b"done\n"
+    assert tail.read_segments(final=True) == [] and tail.starts == []
+    tail.close()
+
+
+def test_an_evaluation_is_placed_by_the_step_marks_before_its_line():
+    from ddpstudio.core.launch.scriptsteps import step_at
+
+    marks = [(1, 0, 0), (2, 40, 0), (3, 80, 12), (4, 120, 12)]  # (step, stdout size, stderr size) at each step
+    assert step_at(marks, ("stdout", 85)) == 3  # printed after step 3 closed, before step 4 did
+    assert step_at(marks, ("stdout", 120)) == 4
+    assert step_at(marks, ("stderr", 12)) == 4 and step_at(marks, ("stderr", 5)) == 2  # printed after step 4 closed
+    assert step_at([(1, 10, None), (2, 20, None)], ("stdout", 3)) == 0  # before the first step
+    assert step_at([(64, 10, 0), (128, 20, 0)], ("stdout", 3)) is None  # older than the marks kept
+    assert step_at([(1, None, None)], ("stdout", 3)) is None and step_at(marks, None) is None
+    assert step_at([], ("stdout", 3)) is None
+    scraper = LossScraper()
+    assert scraper.feed("val_loss 0.5", ("stderr", 12)) == [Scraped(0, 0.5, eval=True, at=("stderr", 12))]

@@ -48,10 +48,11 @@ def steps_of(evs, rank: int):
 def framework_like(tmp_path_factory):
     """What a framework does around backward, all at once: 3 micro-batches a step on loss / 3, a GradScaler
     whose third step is skipped (infinite gradients), a second optimizer stepped after the first, and each batch
-    forwarded twice for its loss, by a DDP wrapper left in eval mode around a module that trains (Lightning's)."""
+    forwarded twice for its loss, by a DDP wrapper left in eval mode around a module that trains (Lightning's),
+    and an evaluation line printed after iteration 5."""
     out = tmp_path_factory.mktemp("losses")
     return run(out, "--steps", str(STEPS), "--accumulate", "3", "--scaler", "--inf-at", "3", "--second-optimizer",
-               "--two-views", "--wrapper-eval")
+               "--two-views", "--wrapper-eval", "--eval-at", "5")
 
 
 def test_a_script_that_prints_no_loss_finishes_trained_with_each_steps_loss(framework_like):
@@ -137,3 +138,16 @@ def test_the_benchmark_prints_its_table():
     share = float(rows[1].rsplit("|", 2)[-2].strip().rstrip("%"))
     assert 0 < share < 100  # the watch costs something, and less than the step it watches
     assert "reports written" in res.stdout and "; 0 reports" not in res.stdout
+
+
+def test_an_evaluation_line_is_placed_after_the_step_it_was_printed_after(framework_like):
+    """However many steps the rank took before the launcher read the line: the helper's step events say how much
+    the rank had written when each step closed (an Ignite run's evaluation after step 24 was placed at 31 to 48,
+    the step the launcher had read up to; helper trial, 2026-12-07). Iteration 3's step was skipped by the
+    scaler, so iteration 5 is the rank's step 4."""
+    evs, _taken = framework_like
+    for rank in (0, 1):
+        assert [(e.get("step"), e.get("loss")) for e in of_type(evs, protocol.EVAL) if e.rank == rank] == [
+            (4, 0.25 + rank)]
+    marked = [e for e in steps_of(evs, 0) if e.get("out_at") is not None]
+    assert marked and all(later.get("out_at") >= earlier.get("out_at") for earlier, later in zip(marked, marked[1:]))

@@ -33,7 +33,10 @@ ranks in step pick the same steps. Values on a GPU are copied to the host withou
 (``non_blocking`` into pinned memory, an event recorded after it) and
 emitted once that event says the copy is done: no step waits for the GPU.
 A report on the host is emitted at once, before the script prints that step's
-loss, so the launcher takes the step from here and not from the line. A
+loss, so the launcher takes the step from here and not from the line. Each
+report also says how much the rank had written to its output files when the
+step closed (``out_at``, ``err_at``): an evaluation line at a larger offset
+is placed after this step, however late the launcher reads it. A
 script that reports its steps itself (``ddpstudio.report.step``) gets none
 of these: while it has imported ``ddpstudio.report`` but not reported a step,
 the reports wait (until the end, or ``MAX_QUEUED`` of them), and once it
@@ -43,6 +46,8 @@ has, they are dropped.
 from __future__ import annotations
 
 import math
+import os
+import stat
 import sys
 import time
 import weakref
@@ -64,12 +69,13 @@ MAX_NOTED = 256  # backward passes without an optimizer step (a script that upda
 class _Report:
     """A reported step whose loss may still be on its way from the GPU."""
 
-    __slots__ = ("step", "steps", "value", "samples", "rate", "copied")
+    __slots__ = ("step", "steps", "value", "samples", "rate", "copied", "at")
 
     def __init__(self, step: int, steps: int, value: Any, samples: int, rate: float | None,
                  copied: Any = None) -> None:
         self.step, self.steps, self.value, self.samples, self.rate = step, steps, value, samples, rate
         self.copied = copied  # a CUDA event, when the value is on its way from the GPU
+        self.at: dict[str, int] = {}  # how much the rank had written to its output files when the step closed
 
     def ready(self, wait: bool) -> bool:
         if self.copied is not None and wait:
@@ -158,7 +164,9 @@ class StepLosses:
         self.window, self.window_steps = [], 0
         if elapsed is not None:
             self.stride = _stride(elapsed / steps)
-        self.queue.append(_pending(window, steps, self.step, samples, rate))
+        report = _pending(window, steps, self.step, samples, rate)
+        report.at = output_at()
+        self.queue.append(report)
 
     def emit_ready(self, wait: bool = False) -> None:
         """Emit the reports whose values have arrived (all of them with ``wait``), unless the script reports
@@ -177,7 +185,8 @@ class StepLosses:
             loss = float(report.value.item() if hasattr(report.value, "item") else report.value)
             rate = {"samples_per_s": report.rate} if report.rate is not None else {}
             self.emitter.emit(protocol.STEP, step=report.step, loss=loss if math.isfinite(loss) else None,
-                              source=protocol.OBSERVED, steps=report.steps, samples=report.samples, **rate)
+                              source=protocol.OBSERVED, steps=report.steps, samples=report.samples, **rate,
+                              **report.at)
 
     def flush(self) -> None:
         """The end (the process group goes, or the process exits): the last steps' report, and every report."""
@@ -195,6 +204,21 @@ class StepLosses:
         self.queue.clear()
         print(f"ddpstudio rank helper: no loss curve from this rank's backward passes: {type(exc).__name__}: {exc}",
               file=sys.stderr, flush=True)
+
+
+def output_at() -> dict[str, int]:
+    """The size of the rank's stdout and stderr files now (``out_at``, ``err_at``), those that are files: a line
+    the launcher reads at a larger offset was printed after this step closed, so an evaluation it reports
+    belongs to this step, however late the launcher reads it (core/launch/scriptsteps.py ``step_at``)."""
+    at = {}
+    for fd, name in ((1, "out_at"), (2, "err_at")):
+        try:
+            found = os.fstat(fd)
+        except OSError:
+            continue
+        if stat.S_ISREG(found.st_mode):
+            at[name] = found.st_size
+    return at
 
 
 def _stride(step_s: float) -> int:

@@ -12,7 +12,8 @@ infinite: the scaler skips that step), ``--second-optimizer`` (a second model
 and optimizer stepped after the first, as a GAN's generator), ``--two-views``
 (the batch forwarded twice for one loss), ``--report``
 (the script reports its own steps through ``ddpstudio.report``, 0-based), ``--wrapper-eval`` (the DDP
-wrapper in eval mode around a module that trains, as Lightning 2.6.6 leaves it).
+wrapper in eval mode around a module that trains, as Lightning 2.6.6 leaves it), ``--eval-at N`` (an evaluation
+line, ``val_loss``, printed after iteration N's step and read with the fast steps after it).
 """
 
 import argparse
@@ -32,6 +33,7 @@ p.add_argument("--second-optimizer", action="store_true")
 p.add_argument("--two-views", action="store_true")
 p.add_argument("--report", action="store_true")
 p.add_argument("--wrapper-eval", action="store_true")
+p.add_argument("--eval-at", type=int, default=0)
 p.add_argument("--out", required=True)
 
 
@@ -75,6 +77,8 @@ def main() -> None:
             taken.append(sum(micro) / len(micro))
             if args.report:
                 report.step(len(taken) - 1, taken[-1] + 1000.0)  # its own numbering and values: told apart
+        if iteration == args.eval_at:
+            print(f"rank {rank} val_loss {0.25 + rank:.4f}", flush=True)
         if args.second_optimizer:
             other_loss = (other(torch.randn(4, 8, generator=generator)) ** 2).mean() + 500.0
             other_loss.backward()

@@ -93,7 +93,7 @@ class RankIntake:
             self._emit_all(self.steps.release(r.rank, time.monotonic()))
         # stderr first: progress bars (tqdm) draw there, summaries are printed after them to stdout.
         for stream, tail in (("stderr", r.err), ("stdout", r.out)):
-            for line, redrawn in tail.read_segments(final):
+            for (line, redrawn), start in zip(tail.read_segments(final), tail.starts):
                 if not redrawn:  # a progress bar's intermediate updates are read, not logged
                     if stream == "stderr":
                         r.stderr.add(line)
@@ -101,7 +101,7 @@ class RankIntake:
                         r.last.append(line)
                     self.emit(protocol.make_event(protocol.LOG, rank=self._tag(r), stream=stream, line=line))
                 if r.scraper is not None and not r.reports_steps:
-                    for found in r.scraper.feed(line):
+                    for found in r.scraper.feed(line, (stream, start)):
                         self._scraped(r, found)
         if final and r.scraper is not None:
             for found in r.scraper.flush():  # an evaluation pass the output ended in

@@ -84,11 +84,13 @@ def parse_loss(line: str) -> Reading | None:
 
 
 class Scraped(NamedTuple):
-    """What a line adds to the run: a training step or an evaluation at the current step."""
+    """What a line adds to the run: a training step or an evaluation at the current step; ``at``: where the line
+    that gave it sits in the rank's output, ``(stream, offset)``, when the reader knows (core/launch/tail.py)."""
 
     step: int
     loss: float
     eval: bool = False
+    at: tuple[str, int] | None = None
 
 
 class LossScraper:
@@ -103,17 +105,17 @@ class LossScraper:
         self._named: int | None = None  # the step the last training line named
         self._pass: tuple[int, Scraped] | None = None  # an evaluation pass going on: (its last batch, its value)
 
-    def feed(self, line: str) -> list[Scraped]:
+    def feed(self, line: str, at: tuple[str, int] | None = None) -> list[Scraped]:
         found = parse_loss(line)
         if found is None:
             return []
         loss = found.loss if math.isfinite(found.loss) else float("nan")
         if found.eval and found.batch is None:
             self._pass = None  # a whole evaluation's line: the batches printed before it were its progress
-            return [Scraped(self.step, loss, eval=True)]
+            return [Scraped(self.step, loss, eval=True, at=at)]
         if found.eval:
             done = self.flush() if self._pass is not None and found.batch <= self._pass[0] else []
-            self._pass = (found.batch, Scraped(self.step, loss, eval=True))
+            self._pass = (found.batch, Scraped(self.step, loss, eval=True, at=at))
             return done
         if found.step is not None and found.step == self._named:
             return []  # the same step again (a progress bar redrawn): counted once

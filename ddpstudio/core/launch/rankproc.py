@@ -16,6 +16,7 @@ from ddpstudio.core import protocol
 from ddpstudio.core.launch.lossparse import LossScraper
 from ddpstudio.core.launch.outcome import LAST_LINES
 from ddpstudio.core.launch.rootcause import StderrTail
+from ddpstudio.core.launch.scriptsteps import MAX_MARKS
 from ddpstudio.core.launch.tail import LineTail
 
 
@@ -44,6 +45,8 @@ class RankProc:
     joined: bool = False
     reports_steps: bool = False  # ddpstudio.report.step: its printed losses are not read
     observed_step: int | None = None  # the last step the rank helper saw: printed training losses are not read
+    # (step, stdout size, stderr size) as the helper's step events said them: where an evaluation line belongs
+    marks: deque = field(default_factory=lambda: deque(maxlen=MAX_MARKS))
     speaks: bool = False  # wrote protocol events (the reporter): its silence at the rendezvous means a stall
     exit_code: int | None = None
     error_t: float | None = None

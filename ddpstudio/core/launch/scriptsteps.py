@@ -157,23 +157,46 @@ class ScriptSteps:
 
 
 def took_step(rank: Any, ev: protocol.Event) -> bool:
-    """A rank's own ``step`` event, noted on ``rank`` (its ``reports_steps`` and ``observed_step``): False for
-    the helper's step of a script that reports its steps itself, which is dropped."""
+    """A rank's own ``step`` event, noted on ``rank`` (its ``reports_steps``, ``observed_step`` and ``marks``):
+    False for the helper's step of a script that reports its steps itself, which is dropped."""
     if ev.get("source") != protocol.OBSERVED:
         rank.reports_steps = True
         return True
     if rank.reports_steps:
         return False
     rank.observed_step = ev.get("step")
+    if ev.get("out_at") is not None or ev.get("err_at") is not None:
+        rank.marks.append((rank.observed_step, ev.get("out_at"), ev.get("err_at")))
     return True
+
+
+MAX_MARKS = 512  # a rank's latest step marks kept (reports come at most about 20 a second after the first 50)
+
+
+def step_at(marks: Any, at: tuple[str, int] | None) -> int | None:
+    """The step after which the line at ``at`` (``(stream, offset)``) was printed: the last step whose mark (how
+    much the rank had written when the step closed: rank/steploss.py ``output_at``) is at or before it; 0 for a
+    line printed before the first step; None where the marks cannot tell (no offsets, or older than those kept)."""
+    if at is None or not marks:
+        return None
+    index = 1 if at[0] == "stdout" else 2
+    for mark in reversed(marks):
+        if mark[index] is not None and mark[index] <= at[1]:
+            return mark[0]
+    first = marks[0]
+    return 0 if first[0] == 1 and first[index] is not None else None  # before step 1 (the first mark is kept)
 
 
 def scraped_event(rank: Any, tag: Any, found: Any) -> protocol.Event | None:
     """The event a loss read from a rank's output makes (``found``: lossparse's ``Scraped``), named ``tag``: an
-    evaluation at the step the rank helper last saw (or the scraper's count), or a printed training step,
-    None when the helper sees the rank's steps itself (the same step with its exact loss)."""
+    evaluation at the step it was printed after (by the rank helper's marks; else the step the helper last saw,
+    or the scraper's count), or a printed training step, None when the helper sees the rank's steps itself (the
+    same step with its exact loss). The helper's last step is where the launcher has read to, which may be
+    steps past the line (helper trial, 2026-12-07: Ignite's evaluation after step 24 stamped 31 to 48)."""
     if found.eval:
         step = found.step if rank.observed_step is None else rank.observed_step
+        placed = step_at(rank.marks, found.at) if rank.observed_step is not None else None
+        step = step if placed is None else placed
         return protocol.make_event(protocol.EVAL, rank=tag, step=step, loss=found.loss, source="scraped")
     if rank.observed_step is not None:
         return None

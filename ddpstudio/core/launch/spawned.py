@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import re
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -25,7 +26,7 @@ from ddpstudio.core import protocol
 from ddpstudio.core.launch.lossparse import LossScraper
 from ddpstudio.core.launch.rootcause import RankFailure, StderrTail
 from ddpstudio.core.launch.rundir import RunDir
-from ddpstudio.core.launch.scriptsteps import scraped_event, took_step
+from ddpstudio.core.launch.scriptsteps import MAX_MARKS, scraped_event, took_step
 from ddpstudio.core.launch.tail import LineTail
 from ddpstudio.core.plan import Plan
 from ddpstudio.core.process.proctable import create_time, is_alive
@@ -70,7 +71,8 @@ class Child:
     world_size: int | None = None
     reports_steps: bool = False
     observed_step: int | None = None  # the last step the rank helper saw (rank/steploss.py)
-    pending: list[tuple[str, str, bool]] = field(default_factory=list)
+    marks: deque = field(default_factory=lambda: deque(maxlen=MAX_MARKS))  # scriptsteps.step_at
+    pending: list[tuple[str, str, bool, int]] = field(default_factory=list)
     exit_code: int | None = None
     ended: bool = False
     ended_t: float | None = None
@@ -146,8 +148,8 @@ class SpawnedRanks:
                     out.append(protocol.make_event(protocol.RANK_STARTED, rank=ev.rank, pid=child.pid,
                                                    command=None, spawned=True))
                     out.append(ev)
-                    for stream, text, redrawn in child.pending:
-                        out += self._line(child, stream, text, redrawn)
+                    for stream, text, redrawn, start in child.pending:
+                        out += self._line(child, stream, text, redrawn, start)
                     child.pending.clear()
                     continue
                 if ev.type == protocol.STEP and not took_step(child, ev):
@@ -155,19 +157,19 @@ class SpawnedRanks:
                 out.append(ev)
         if child.rank is None and not child.launcher and child.launcher_file.exists():
             child.launcher = True  # torchrun's agent, say: what it printed so far is the script's
-            out += [self._unranked(child, stream, text) for stream, text, redrawn in child.pending if not redrawn]
+            out += [self._unranked(child, stream, text) for stream, text, redrawn, _ in child.pending if not redrawn]
             child.pending.clear()
         for stream, tail in (("stderr", child.err), ("stdout", child.out)):
-            for text, redrawn in tail.read_segments(final):
+            for (text, redrawn), start in zip(tail.read_segments(final), tail.starts):
                 if stream == "stderr" and not redrawn:
                     child.stderr.add(text)  # kept for the root cause, rank or not
                 if child.launcher:
                     if not redrawn:
                         out.append(self._unranked(child, stream, text))
                 elif child.rank is not None:
-                    out += self._line(child, stream, text, redrawn)
+                    out += self._line(child, stream, text, redrawn, start)
                 elif len(child.pending) < MAX_PENDING:
-                    child.pending.append((stream, text, redrawn))
+                    child.pending.append((stream, text, redrawn, start))
         if final and child.rank is not None and not child.reports_steps:
             out += _scraped(child, child.scraper.flush())  # an evaluation pass the output ended in
         return out
@@ -177,13 +179,13 @@ class SpawnedRanks:
         """A line of a process that is no rank (a launcher the script ran): shown as the script's own."""
         return protocol.make_event(protocol.LOG, stream=stream, line=text, pid=child.pid)
 
-    def _line(self, child: Child, stream: str, text: str, redrawn: bool) -> list[protocol.Event]:
+    def _line(self, child: Child, stream: str, text: str, redrawn: bool, start: int) -> list[protocol.Event]:
         """One output line of a child that named its rank: its log line, and the loss it may carry."""
         out: list[protocol.Event] = []
         if not redrawn:
             out.append(protocol.make_event(protocol.LOG, rank=child.rank, stream=stream, line=text))
         if not child.reports_steps:
-            out += _scraped(child, child.scraper.feed(text))
+            out += _scraped(child, child.scraper.feed(text, (stream, start)))
         return out
 
     def _end(self, child: Child) -> list[protocol.Event]:
@@ -199,7 +201,7 @@ class SpawnedRanks:
         if child.launcher:
             return []  # its ranks' exits are theirs; its own is the script's business (it waits for it)
         out = [protocol.make_event(protocol.LOG, stream=stream, line=text, pid=child.pid)
-               for stream, text, redrawn in child.pending if not redrawn]
+               for stream, text, redrawn, _ in child.pending if not redrawn]
         if not out and child.exit_code == 0:
             return []  # a helper process of the script's (multiprocessing's resource tracker): not a rank
         code = "unknown" if child.exit_code is None else child.exit_code

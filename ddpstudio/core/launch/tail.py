@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+from itertools import accumulate
 from pathlib import Path
 
 # A carriage return not followed by a newline: a progress bar (tqdm) redrawing its line.
@@ -15,6 +16,10 @@ class LineTail:
         self.path = Path(path)
         self._fh = None
         self._partial = b""
+        self._base = 0  # the file offset of the first byte not yet given as part of a line
+        # The file offset at which each segment of the last read_segments() starts (a redrawn line's segments
+        # share their line's): where a line sits against the rank helper's step marks (core/launch/stepmarks.py).
+        self.starts: list[int] = []
 
     def _read(self) -> bytes | None:
         if self._fh is None:
@@ -33,24 +38,35 @@ class LineTail:
         every version, the earlier ones marked ``redrawn`` (a progress bar's updates)."""
         data = self._read()
         if data is None:
+            self.starts = []
             return []
+        base = self._base
         lines = data.split(b"\n")
         self._partial = lines.pop()
         if final and self._partial:
             lines.append(self._partial)
             self._partial = b""
+        starts = list(accumulate([len(line) + 1 for line in lines], initial=base))
+        self._base = base + len(data) - len(self._partial)
         if b"\r" not in data:  # no progress bar, no \r\n: each line is one segment (issue 20: per-line CPU)
+            self.starts = starts[:len(lines)]
             return [(self._decode(line), False) for line in lines]
         out: list[tuple[str, bool]] = []
-        for line in lines:
-            out += self._split(line.rstrip(b"\r"), redraws)
+        self.starts = []
+        for line, start in zip(lines, starts):
+            segments = self._split(line.rstrip(b"\r"), redraws)
+            out += segments
+            self.starts += [start] * len(segments)
         if redraws and self._partial:
             # Updates of a line still being redrawn: all but the newest are complete. A trailing \r
             # may be the first half of a \r\n: it stays with the partial line.
             held = b"\r" if self._partial.endswith(b"\r") else b""
             *done, last = _REDRAW.split(self._partial[:len(self._partial) - len(held)])
+            self._base += len(self._partial) - len(last + held)
             self._partial = last + held
-            out += [(self._decode(seg), True) for seg in done if seg.strip()]
+            redrawn = [(self._decode(seg), True) for seg in done if seg.strip()]
+            out += redrawn
+            self.starts += [starts[-1]] * len(redrawn)
         return out
 
     def _split(self, line: bytes, redraws: bool) -> list[tuple[str, bool]]:
