@@ -356,6 +356,17 @@ def test_a_spawned_process_that_fails_unnoticed_still_fails_the_run(studio_home)
     assert script.get("command")[-1].endswith("spawn_child_fails.py")  # an empty template adds nothing
 
 
+def test_a_spawned_process_that_fails_before_the_script_is_the_root_cause(studio_home):
+    """The script failed because its child did (subprocess.run(check=True) on torchrun, which could not start its
+    store: Windows' libuv, under Wine): the child's error is the cause, not the script's CalledProcessError."""
+    res = ddpstudio("run", "--json", "--script", str(SCRIPTS / "spawn_child_fails.py"), "--script-style", "spawn",
+                    "--", "--then-fail")
+    assert res.returncode == 1, res.stderr + res.stdout[-3000:]
+    done = final(events(res.stdout))
+    assert re.fullmatch(r"a process the script started \(pid \d+\) failed with exit code 1: "
+                        r"ValueError: boom in a spawned child", done.get("summary")), done.get("summary")
+
+
 def test_the_script_is_planned_once_with_the_node_template_and_no_rank_variables(studio_home):
     from ddpstudio.core.gpu import detect_inventory
     from ddpstudio.core.launch.commands import rank_command, rank_env

@@ -26,8 +26,12 @@ class RunEnding:
     """The launcher's ending; expects the attributes :class:`Launcher` sets up."""
 
     def _finish(self) -> RunState:
-        if self.spawned is not None and not self.failures and not self.stop_requested.is_set():
-            self.failures += self.spawned.failures(self.platform)  # the script ignored a failed rank
+        if self.spawned is not None and not self.stop_requested.is_set():
+            # A process the script started failed: the cause, if the script ignored it or failed after it (the
+            # script's "CalledProcessError: ... torch.distributed.run" follows torchrun's own error, the one to show:
+            # Windows' libuv under Wine, 2026-12-07).
+            first = min((f.t for f in self.failures), default=None)
+            self.failures += [f for f in self.spawned.failures(self.platform) if first is None or f.t < first]
         causes = self.failures + [c for c in (self.stall, self.hang) if c is not None]
         root = self._disk_root(min(causes, key=lambda f: f.t) if causes else None)
         if root is not None:

@@ -193,6 +193,7 @@ class SpawnedRanks:
         child.close()
         try:
             child.exit_code = int(child.exit_file.read_text(encoding="ascii").strip())
+            child.ended_t = min(child.ended_t, child.exit_file.stat().st_mtime)  # when it exited, not when seen
         except (OSError, ValueError):
             child.exit_code = None  # killed, or crashed natively: nothing was written
         if child.rank is not None:
