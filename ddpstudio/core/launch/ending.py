@@ -31,7 +31,8 @@ class RunEnding:
             # script's "CalledProcessError: ... torch.distributed.run" follows torchrun's own error, the one to show:
             # Windows' libuv under Wine, 2026-12-07).
             first = min((f.t for f in self.failures), default=None)
-            self.failures += [f for f in self.spawned.failures(self.platform) if first is None or f.t < first]
+            failed = self.spawned.failures(self.platform, stated=first is not None)
+            self.failures += [f for f in failed if first is None or f.t < first]
         causes = self.failures + [c for c in (self.stall, self.hang) if c is not None]
         root = self._disk_root(min(causes, key=lambda f: f.t) if causes else None)
         if root is not None:

@@ -119,9 +119,12 @@ class SpawnedRanks:
         ranks = {c.rank for c in self.children.values() if c.rank is not None} | also
         return self.world_size is not None and len(ranks) >= self.world_size
 
-    def failures(self, platform) -> list[RankFailure]:
-        """Children that exited with an error status (for a script that did not notice them failing)."""
-        return [_failure(c, platform) for c in self.children.values() if c.exit_code not in (None, 0)]
+    def failures(self, platform, stated: bool = False) -> list[RankFailure]:
+        """Children that exited with an error status (for a script that did not notice them failing); ``stated``:
+        only those that printed their error (torch.multiprocessing.spawn's children hand theirs to the script,
+        whose own failure then says it)."""
+        return [_failure(c, platform) for c in self.children.values()
+                if c.exit_code not in (None, 0) and (not stated or c.stderr.message())]
 
     # -- the children -------------------------------------------------------------------------
     def _discover(self) -> None:
