@@ -8,6 +8,8 @@ user's arguments; nothing runs.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from ddpstudio.core.scriptargs import parse_script
 from ddpstudio.core.scriptbatch import script_batch_reason
 from ddpstudio.core.scriptstyle import read_source
@@ -46,6 +48,19 @@ def test_a_script_that_divides_its_batch_by_the_ranks_keeps_it():
         source = ("import argparse\np = argparse.ArgumentParser()\np.add_argument('--batch-size', type=int, "
                   f"default=64)\nargs = p.parse_args()\n{divides}\n")
         assert script_batch_reason(parse_script(source), [], 2).startswith("the script divides --batch-size"), divides
+
+
+def test_a_script_that_hands_its_batch_to_ignites_auto_dataloader_keeps_it():
+    """idist.auto_dataloader divides batch_size by the world size (helper trial: the plan told an Ignite user to
+    give half the batch, which would have made it a quarter)."""
+    import ignite.distributed.auto as ignite_auto
+
+    assert 'kwargs["batch_size"] //= world_size' in Path(ignite_auto.__file__).read_text(encoding="utf-8")
+    ignite = parse_script(read_source(SCRIPTS / "ignite_parallel.py"))
+    assert script_batch_reason(ignite, ["--backend", "gloo"], 2) == (
+        "the script hands its batch size to Ignite's idist.auto_dataloader (line 21), which divides it by the "
+        "number of ranks, so its effective batch stays about 32 (--batch_size 32, the script's default) as the "
+        "ranks change")
 
 
 def test_no_line_where_the_batch_cannot_be_read():

@@ -5,7 +5,8 @@ per rank and one optimizer step averages 32 x ranks samples: the effective
 batch grows with the GPUs, and the learning rate tuned for one GPU no longer
 fits, unless the script divides the option by its rank count itself (the
 PyTorch ImageNet example: ``args.batch_size = int(args.batch_size /
-ngpus_per_node)``). The plan says which, read from the script's argparse and
+ngpus_per_node)``), or hands it to a loader that does (Ignite's
+``idist.auto_dataloader``). The plan says which, read from the script's argparse and
 the user's arguments (core/scriptargs.py); nothing is run. A script whose
 batch cannot be read (another parser, a computed value) gets no line.
 """
@@ -37,6 +38,10 @@ def script_batch_reason(tree: ast.AST | None, args: Sequence[str], world_size: i
     if divided is not None:
         return (f"the script divides {name} by a number of ranks (line {divided}), so its effective batch stays "
                 f"about {size} ({said}) as the ranks change")
+    handed = _split_by_library(tree)
+    if handed is not None:
+        return (f"the script hands its batch size to Ignite's idist.auto_dataloader (line {handed}), which divides "
+                f"it by the number of ranks, so its effective batch stays about {size} ({said}) as the ranks change")
     if world_size is None:
         return (f"each rank the script starts takes its own batch ({said}): the effective batch is {size} x the "
                 "number of ranks, so it grows with the GPUs; a learning rate tuned for one may need scaling")
@@ -45,6 +50,19 @@ def script_batch_reason(tree: ast.AST | None, args: Sequence[str], world_size: i
     keep = f"{name} {size // world_size}" if size % world_size == 0 else f"about {name} {max(1, size // world_size)}"
     return (f"effective batch {size * world_size} = {world_size} ranks x {size} ({said}): each rank takes its own "
             f"batch, so it grows with the ranks; to keep one rank's {size}, give {keep}")
+
+
+# Calls that split the batch size they are given over the ranks: Ignite's idist.auto_dataloader divides its
+# batch_size by the world size (ignite/distributed/auto.py, "batch_size //= world_size").
+SPLITTING_LOADERS = ("auto_dataloader",)
+
+
+def _split_by_library(tree: ast.AST) -> int | None:
+    """The first line that gives a ``batch_size`` to a loader that splits it over the ranks, or None."""
+    lines = [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Call)
+             and (ast.unparse(node.func).rpartition(".")[2] in SPLITTING_LOADERS)
+             and any(k.arg == "batch_size" for k in node.keywords)]
+    return min(lines) if lines else None
 
 
 # Words of a rank count on the right of the division (ngpus_per_node, world_size, dist.get_world_size(), ...).
