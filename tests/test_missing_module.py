@@ -50,3 +50,18 @@ def test_a_script_run_in_a_python_of_the_users_installs_there():
     assert "DDP Studio's Python environment" not in hint.text  # not DDP Studio's: it is not where the ranks run
     assert hints_for("No module named 'timm'", python="/envs/ml/bin/python")[-1].text == missing_module_hint(
         "No module named 'timm'", chosen="/envs/ml/bin/python").text
+
+
+def test_a_misspelled_import_of_a_known_package_is_not_told_to_install_the_misspelling():
+    """``import lightnin`` got "pip install lightnin" (helper trial, 2026-12-07): a name PyPI may give to another
+    project. One a letter or two from a package scripts use is said to be a misspelling; a script's own module
+    named like a package (dataset.py, transformer.py) and short names are not."""
+    words = subprocess.run([sys.executable, "-c", "import lightnin"], capture_output=True, text=True,
+                           timeout=60).stderr.strip().splitlines()[-1]
+    hint = missing_module_hint(words, chosen="/venv/bin/python")
+    assert hint.title == "The script imports lightnin: a misspelling of lightning?"
+    assert "correct the import in the script" in hint.text and "pip install" not in hint.text
+    assert "Do not install lightnin to fix it" in hint.text
+    for own in ("dataset", "transformer", "models", "tim", "mymodule"):
+        text = f"ModuleNotFoundError: No module named '{own}'"
+        assert "pip install" in missing_module_hint(text, chosen="/venv/bin/python").text, own

@@ -13,7 +13,7 @@ import sys
 from dataclasses import dataclass, replace
 
 from ddpstudio.core import cmdline
-from ddpstudio.core.missing_module import PROJECTS, install_command, missing_module
+from ddpstudio.core.missing_module import PROJECTS, install_command, missing_module, misspelled
 from ddpstudio.core.platform import Platform
 
 CLEANUP = "cleanup"  # the action a hint may offer: run the Clean up dialog
@@ -198,6 +198,13 @@ def missing_module_hint(*texts: str, prefix: str = sys.prefix, executable: str =
     name = missing_module(*texts)
     if name is None:
         return None
+    meant = misspelled(name)
+    if meant is not None:  # helper trial: "import lightnin" got "pip install lightnin"
+        return Hint("missing_module", f"The script imports {name}: a misspelling of {meant}?",
+                    f"No module named {name} is installed, and the name is one letter or two from {meant}: correct "
+                    f"the import in the script (the traceback names its line). Do not install {name} to fix it: "
+                    f"a package of that name, if PyPI has one, is not {meant}. If {name} is your own code, keep "
+                    f"it in the script's folder or its package.")
     project = PROJECTS.get(name, name)
     if chosen:
         line = cmdline.pip_install_line(chosen, project, platform)

@@ -13,6 +13,7 @@ again after one.
 
 from __future__ import annotations
 
+import difflib
 import re
 import sys
 from pathlib import Path
@@ -28,6 +29,25 @@ MISSING = re.compile(r"no module named '([A-Za-z_]\w*)[\w.]*'", re.IGNORECASE)
 PROJECTS = {"cv2": "opencv-python", "PIL": "pillow", "sklearn": "scikit-learn", "skimage": "scikit-image",
             "yaml": "pyyaml", "bs4": "beautifulsoup4", "Crypto": "pycryptodome",
             "attr": "attrs"}
+
+
+# Import names of the packages training scripts use most: a missing name one letter or two away from one of them
+# is a misspelling, whose PyPI namesake (if any) is another project, not the fix.
+KNOWN = ("torch", "torchvision", "torchaudio", "lightning", "pytorch_lightning", "transformers", "timm",
+         "accelerate", "datasets", "tokenizers", "huggingface_hub", "safetensors", "deepspeed", "ignite",
+         "torchmetrics", "numpy", "scipy", "pandas", "matplotlib", "tqdm", "wandb", "tensorboard", "einops",
+         "omegaconf", "hydra", "fire", "jsonargparse", "albumentations", "ultralytics", "sentencepiece", "PIL",
+         "cv2", "sklearn", "yaml")
+
+
+def misspelled(name: str) -> str | None:
+    """The well-known package ``name`` is probably a misspelling of (``lightnin``: ``lightning``), or None."""
+    if name in KNOWN or name in PROJECTS or len(name) < 5:  # "tim", "cv": too short to tell
+        return None
+    close = difflib.get_close_matches(name, KNOWN, n=1, cutoff=0.8)
+    if not close or name in (close[0] + "s", close[0].removesuffix("s")):
+        return None  # "dataset", "transformer": a script's own module as often as a slip
+    return close[0]
 
 
 def missing_module(*texts: str) -> str | None:
