@@ -475,16 +475,19 @@ def test_a_script_that_runs_torchrun_itself_is_one_run_whose_ranks_are_torchruns
 
 
 @pytest.mark.slow
-def test_copies_of_a_script_that_each_run_torchrun_are_warned_they_train_apart(tmp_path):
-    """Forced to one copy per rank, each copy starts a group of its own: two processes join as rank 0."""
+def test_copies_of_a_script_that_each_run_torchrun_are_stopped_as_the_cause(tmp_path):
+    """Forced to one copy per rank, each copy starts a group of its own: two processes are in a group as rank 0 at
+    once. Said, and the run stops with it as the root cause (it trained two groups apart and "finished" before)."""
     res = run_in(tmp_path / "home", "--script-style", "env", "--world-size", "2", "--script", RUNS_TORCHRUN, "--",
-                 "--steps", "3")
-    assert res.returncode == 0, res.stderr[-3000:] + res.stdout[-3000:]
+                 "--steps", "400")
+    assert res.returncode == 1, res.stderr[-3000:] + res.stdout[-3000:]
     evs = events(res.stdout)
     [warning] = of_type(evs, protocol.WARNING)
-    joined = [e.get("pid") for e in of_type(evs, protocol.RANK_JOINED) if e.rank == 0]
-    assert len(joined) == 2
-    assert warning.get("message") == own_groups_warning(0, joined)
-    assert warning.get("message").startswith(
-        f"2 processes joined as rank 0 (pids {min(joined)}, {max(joined)}): each copy of the script started ranks of "
-        "its own")
+    message = warning.get("message")
+    pids = [int(p) for p in re.search(r"\(pids (\d+), (\d+)\)", message).groups()]
+    assert message == own_groups_warning(int(re.match(r"2 processes joined as rank (\d)", message).group(1)), pids)
+    assert message.endswith("so separate groups were training, none sharing gradients with the others, and DDP "
+                            "Studio stopped the run")
+    done = final(evs)
+    assert done.get("state") == protocol.FAILED and done.get("summary") == message
+    assert [h.key for h in hints_for(done.get("summary"), front=CLI)] == ["copies_start_ranks"]

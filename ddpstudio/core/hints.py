@@ -45,8 +45,9 @@ _RULES: tuple[tuple[Hint, tuple[str, ...]], ...] = (
      ("existed before this run started", "connectfullmesh failed", "a killed run left it behind")),
     (Hint("copies_start_ranks", "The script starts its own ranks",
           "DDP Studio started the script once per rank, and each copy started processes of its own (its library's "
-          "launcher: Lightning's ddp_spawn, Ignite's Parallel with nproc_per_node, torchrun run by the script), "
-          "which met at one port. Start the script once and let it start its ranks: {spawn}."),
+          "launcher: Lightning's ddp_spawn, Ignite's Parallel with nproc_per_node, torchrun run by the script): "
+          "separate groups, or processes fighting over one port. Start the script once and let it start its "
+          "ranks: {spawn}."),
      ("more processes than ranks meet there", "each copy of the script started ranks of its own")),
     (Hint("held_port", "The script's port is taken",
           "Another program listens on the port the rank wanted (named above, with the process that holds it). "

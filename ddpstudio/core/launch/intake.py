@@ -15,6 +15,8 @@ import time
 from ddpstudio.core import protocol
 from ddpstudio.core.launch.outcome import copies_warning, own_groups_warning
 from ddpstudio.core.launch.rankproc import RankProc
+from ddpstudio.core.launch.rootcause import RankFailure
+from ddpstudio.core.process.proctable import is_alive
 from ddpstudio.core.launch.scriptsteps import ScriptSteps, scraped_event, took_step
 
 # What the rank helper says of a rank on its own (the script reports nothing by them).
@@ -76,6 +78,8 @@ class RankIntake:
                     r.joined = r.in_group = True
                     r.joined_rank = ev.rank
                     self._note_joined(r, ev)
+                elif ev.type == protocol.RANK_LEFT:
+                    r.joined_pids.discard(ev.get("pid"))  # one after another (a sweep's runs) is no copy
                 elif ev.type == protocol.STEP:
                     if not took_step(r, ev):
                         continue
@@ -121,14 +125,18 @@ class RankIntake:
             r.joined = True
 
     def _note_joined(self, r: RankProc, ev: protocol.Event) -> None:
-        """A second process joining as a rank the launcher started once: the script starts ranks itself; said once."""
+        """A second process in a group as a rank the launcher started once, while the first still is: each copy of
+        the script starts ranks of its own, and separate groups train. Said, and the run is stopped with it as the
+        cause: it is never what was asked for (N ranks in one group), and on GPUs the groups share the devices."""
         pid = ev.get("pid")
         if not isinstance(pid, int) or self.spawned is not None:
             return
-        r.joined_pids.add(pid)
+        r.joined_pids = {p for p in r.joined_pids if is_alive(p, None)} | {pid}
         if len(r.joined_pids) > 1 and not self._groups_warned:
             self._groups_warned = True
-            self.emit(protocol.make_event(protocol.WARNING, message=own_groups_warning(r.rank, r.joined_pids)))
+            message = own_groups_warning(r.rank, r.joined_pids)
+            self.emit(protocol.make_event(protocol.WARNING, message=message))
+            self.failures.append(RankFailure(-1, None, time.time(), message, [], self.platform))
 
     def _warn_copies(self) -> None:
         """Every rank trains and none initialised a process group: say so once, while it trains."""

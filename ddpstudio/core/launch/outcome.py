@@ -124,9 +124,8 @@ def own_groups_warning(rank: int, pids: Sequence[int]) -> str:
     started ranks of its own (it runs torchrun itself, or spawns them), so separate groups train, sharing nothing."""
     listed = ", ".join(str(p) for p in sorted(pids))
     return (f"{len(pids)} processes joined as rank {rank} (pids {listed}): each copy of the script started ranks of "
-            "its own (it runs torchrun or spawns its ranks itself), so separate groups are training, none sharing "
-            "gradients with the others. Run the script once and let it start its ranks: spawn style "
-            "(--script-style spawn; in the window, \"My script: starts its own ranks\")")
+            "its own (it runs torchrun or spawns its ranks itself), so separate groups were training, none sharing "
+            "gradients with the others, and DDP Studio stopped the run")
 
 
 def last_output_lines(last_output: Mapping[str, Sequence[str]] | None) -> list[str]:
