@@ -435,6 +435,9 @@ def test_a_script_that_runs_a_launcher_itself_is_spawn_style_unless_it_reads_tor
     assert suggest_style("import os\nos.system('torchrun --nproc-per-node 2 worker.py')\n").why == (
         "the script runs torchrun itself (line 2): it starts its own ranks")
     assert suggest_style("import subprocess as sp\nsp.Popen(['torchrun', '--standalone', 'w.py'])\n").style == "spawn"
+    assert suggest_style("import subprocess\nsubprocess.run(['accelerate', 'launch', '--cpu', 't.py'])\n").why == (
+        "the script runs accelerate launch itself (line 2): it starts its own ranks")
+    assert suggest_style("import os\nos.system(r'C:\\venv\\Scripts\\torchrun.exe --standalone t.py')\n").style == "spawn"
     assert suggest_style("from torch.distributed.launcher.api import elastic_launch\n"
                          "elastic_launch(config, main)()\n").why.startswith(
         "the script runs torch.distributed.launcher.api.elastic_launch() itself (line 2)")

@@ -10,7 +10,8 @@ N-rank run, sharing nothing. Started once (spawn style), it is one run.
 
 A sign is a launcher named where a process is started from: ``torchrun``,
 ``torch.distributed.run`` or ``torch.distributed.launch`` as a string of the
-code (a command list's item, a command line) in a file that starts processes
+code (a command list's item, a command line; ``accelerate launch`` too) in a
+file that starts processes
 (``subprocess``, ``os.system``, ``os.exec*``...), or torch's launcher called
 in-process (``torch.distributed.run.main``/``run``,
 ``torch.distributed.launcher.api.elastic_launch``). Docstrings, help texts
@@ -116,7 +117,8 @@ def _in_process(tree: ast.Module) -> list[LauncherRun]:
 
 
 def _launcher_strings(tree: ast.Module) -> list[LauncherRun]:
-    """Strings of the code that name a launcher as a command or a command's item."""
+    """Strings of the code that name a launcher as a command or a command's item (``["accelerate", "launch",
+    ...]`` counts as one command)."""
     words = _words_for_people(tree)
     out = []
     for node in ast.walk(tree):
@@ -124,6 +126,10 @@ def _launcher_strings(tree: ast.Module) -> list[LauncherRun]:
             name = _launcher_named(node.value)
             if name is not None:
                 out.append(LauncherRun(name, node.lineno))
+        elif isinstance(node, (ast.List, ast.Tuple)):
+            items = [e.value if isinstance(e, ast.Constant) and isinstance(e.value, str) else None for e in node.elts]
+            if any(a == "accelerate" and b == "launch" for a, b in zip(items, items[1:])):
+                out.append(LauncherRun("accelerate launch", node.lineno))
     return out
 
 
@@ -136,8 +142,11 @@ def _launcher_named(text: str) -> str | None:
     for i, token in enumerate(tokens):
         if token == "-m" and i + 1 < len(tokens) and tokens[i + 1] in LAUNCHER_MODULES:
             return tokens[i + 1]
-    if tokens and tokens[0].rsplit("/", 1)[-1].removesuffix(".exe") == LAUNCHER_COMMAND and len(tokens) > 1:
+    command = tokens[0].replace("\\", "/").rsplit("/", 1)[-1].removesuffix(".exe") if tokens else ""
+    if command == LAUNCHER_COMMAND and len(tokens) > 1:
         return LAUNCHER_COMMAND
+    if command == "accelerate" and tokens[1:2] == ["launch"]:
+        return "accelerate launch"
     return None
 
 
