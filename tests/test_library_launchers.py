@@ -137,3 +137,68 @@ def test_an_ignite_script_that_starts_its_ranks_runs_once_and_trains_as_one_run(
     assert [e.get("step") for e in of_type(evs, protocol.EVAL) if e.rank == 0] == [6, 12]  # after each epoch
     assert len(validation) == 2
     assert not of_type(evs, protocol.WARNING)
+
+
+# -- launchers out of the script's file: its project's own, Accelerate's notebook_launcher, detectron2, runpy -------
+PROJECT_TOOL = SCRIPTS / "project_launch" / "tools" / "train_net.py"
+
+
+def test_a_launch_function_of_the_scripts_own_project_is_read_where_it_is_defined():
+    """detectron2's layout: tools/train_net.py calls launch() from the project's package one folder up, whose
+    launch.py starts the processes (helper trial: args style, "unrecognized arguments: --dist-backend")."""
+    source = PROJECT_TOOL.read_text(encoding="utf-8")
+    assert style_of_at(source, PROJECT_TOOL, ["--num-gpus", "2"]) == (
+        "spawn", "the script calls launch() (line 33), which starts processes itself (mp.start_processes() in "
+                 "proj/engine/launch.py, line 16): it starts its own ranks")
+    assert suggest_style(source, ["--num-gpus", "2"]) is None  # without its path, the file alone says nothing
+    # a function of the project that starts nothing is no sign
+    assert style_of_at(source.replace("launch(main,", "argument_parser(main,"), PROJECT_TOOL, []) is None
+
+
+def style_of_at(source: str, path: Path, args: list[str]) -> tuple[str, str] | None:
+    found = suggest_style(source, args, str(path))
+    return None if found is None else (found.style, found.why)
+
+
+def test_accelerates_notebook_launcher_detectron2s_launch_and_torchrun_run_by_runpy_start_ranks():
+    notebook = "from accelerate import notebook_launcher\nnotebook_launcher(train, args=(1,), num_processes={n})\n"
+    assert style_of(notebook.format(n=2)) == (
+        "spawn", "the script calls notebook_launcher() (line 2): Accelerate starts the ranks itself")
+    assert style_of(notebook.format(n=1))[0] == "env"  # one process: Accelerate's own set-up reads the variables
+    assert style_of("from accelerate import notebook_launcher\nnotebook_launcher(train, (1,))\n")[0] == "env"
+    detectron2 = ("from detectron2.engine import default_argument_parser, launch\n"
+                  "args = default_argument_parser().parse_args()\n"
+                  "launch(main, args.num_gpus, num_machines=1, dist_url=args.dist_url, args=(args,))\n")
+    assert style_of(detectron2, ["--num-gpus", "2"]) == (
+        "spawn", "the script calls detectron2's launch() (line 3) for more than one GPU: detectron2 starts the "
+                 "ranks itself")
+    assert style_of(detectron2, ["--num-gpus", "1"]) is None
+    assert style_of("import runpy, sys\nsys.argv = ['torchrun', '--nproc-per-node', '2', 'w.py']\n"
+                    "runpy.run_module('torch.distributed.run', run_name='__main__', alter_sys=True)\n") == (
+        "spawn", "the script runs torch.distributed.run itself (line 3): it starts its own ranks")
+
+
+def test_a_parser_read_from_a_calls_result_is_read_whole():
+    """``default_argument_parser().parse_args()`` (detectron2's tools): the args template follows the options the
+    parser in the file declares; the call on a call's result was not seen, and the whole template was appended
+    ("unrecognized arguments: --dist-backend")."""
+    source = ("import argparse\ndef default_argument_parser():\n    p = argparse.ArgumentParser()\n"
+              "    p.add_argument('--num-gpus', type=int, default=1)\n    p.add_argument('--dist-url', default='auto')\n"
+              "    return p\nargs = default_argument_parser().parse_args()\n")
+    fitted = fit_template(DEFAULT_DIST_ARGS, parse_script(source))
+    assert fitted.template == "--dist-url {url}", fitted
+
+
+@pytest.mark.slow
+def test_a_project_tool_whose_launcher_is_in_its_package_trains_once_in_spawn_style(tmp_path):
+    home = tmp_path / "home"
+    res = ddpstudio("run", "--json", "--script", str(PROJECT_TOOL), "--", "--num-gpus", "2", "--steps", "4",
+                    env={**os.environ, "DDPSTUDIO_HOME": str(home)})
+    assert not processes_of(home), "a process of the run was left running"
+    assert res.returncode == 0, res.stderr[-3000:] + res.stdout[-3000:]
+    assert "script style spawn: the script calls launch() (line 33), which starts processes itself" in res.stderr
+    evs = events(res.stdout)
+    assert final(evs).get("state") == protocol.FINISHED and final(evs).get("world_size") == 2
+    for rank in (0, 1):
+        assert [e.get("step") for e in of_type(evs, protocol.STEP) if e.rank == rank] == [1, 2, 3, 4]
+    assert [(e.get("step"), e.get("ranks")) for e in of_type(evs, protocol.GLOBAL_STEP)] == [(s, 2) for s in range(1, 5)]

@@ -214,7 +214,7 @@ def chosen_style(script: str, script_args: list[str], template_given: bool = Fal
     from ddpstudio.core.scriptstyle import StyleSuggestion, args_style_why, read_source, suggest_style
 
     source = read_source(script)
-    suggestion = suggest_style(source, script_args)
+    suggestion = suggest_style(source, script_args, script)
     if suggestion is None or (suggestion.style == "env" and template_given):
         suggestion = StyleSuggestion("args", args_style_why(source, template_given))
     others = " or ".join(s for s in ("args", "spawn", "env") if s != suggestion.style)

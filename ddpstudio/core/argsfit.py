@@ -100,7 +100,9 @@ def strict_parser_here(tree: ast.Module) -> bool:
     """``parse_args()`` and no ``parse_known_args`` (which ignores what it does not know), and no parser built
     from ``parents=`` (whose options are declared elsewhere)."""
     calls = [node for node in ast.walk(tree) if isinstance(node, ast.Call)]
-    names = {(dotted(c.func) or "").rpartition(".")[2] for c in calls}
+    # The called name itself: ``parser.parse_args()``, and ``default_argument_parser().parse_args()`` (detectron2's
+    # shape: an attribute of a call's result, which has no dotted name).
+    names = {c.func.attr if isinstance(c.func, ast.Attribute) else (dotted(c.func) or "") for c in calls}
     parents = any(kw.arg == "parents" for c in calls for kw in c.keywords
                   if (dotted(c.func) or "").endswith("ArgumentParser"))
     return "parse_args" in names and "parse_known_args" not in names and not parents

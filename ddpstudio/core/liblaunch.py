@@ -7,7 +7,9 @@ Lightning's ``Trainer(strategy="ddp_spawn")`` (and ``ddp_fork``, ``ddp_notebook`
 copy starts a group of its own, whose rank 0s fight over one port. ``strategy="ddp"`` is torchrun's (its
 subprocess launcher stays out of the way under torchrun's variables). Ignite's ``idist.Parallel(...,
 nproc_per_node=N)`` and ``idist.spawn`` start N processes (ignite/distributed/comp_models/native.py
-``start_processes``); without ``nproc_per_node`` it takes torchrun's variables. Such a script runs once, in spawn
+``start_processes``); without ``nproc_per_node`` it takes torchrun's variables. Accelerate's
+``notebook_launcher(function, num_processes=N)`` starts N processes too, and detectron2's ``launch(main,
+num_gpus_per_machine)`` (its tools pass ``--num-gpus``). Such a script runs once, in spawn
 style, and is given no distributed arguments: its library sets its ranks up.
 
 A sign counts only in a script that imports the library. What an argument decides (``--trainer.strategy
@@ -24,6 +26,8 @@ from ddpstudio.core.scriptgate import dotted
 
 LIGHTNING = ("lightning", "pytorch_lightning")
 IGNITE = "ignite"
+ACCELERATE = "accelerate"
+DETECTRON2 = "detectron2"
 # Lightning's strategy names whose launcher spawns or forks (its strategy registry), with their
 # find_unused_parameters variants.
 SPAWN_STRATEGIES = ("ddp_spawn", "ddp_fork", "ddp_notebook")
@@ -49,7 +53,15 @@ def library_launch(tree: ast.Module | None, args: Sequence[str] = ()) -> Library
         if found is not None:
             return found
     if IGNITE in imported:
-        return _ignite(tree, args)
+        found = _ignite(tree, args)
+        if found is not None:
+            return found
+    if ACCELERATE in imported:
+        found = _accelerate(tree)
+        if found is not None:
+            return found
+    if DETECTRON2 in imported:
+        return _detectron2(tree, args)
     return None
 
 
@@ -107,6 +119,39 @@ def _ignite(tree: ast.Module, args: Sequence[str]) -> LibraryLaunch | None:
         elif (value is not None or spread) and given is not None:
             return LibraryLaunch(f"the script calls {name}() (line {call.lineno}) and its arguments give "
                                  f"{NPROC} {given}: Ignite starts the ranks itself")
+    return None
+
+
+def _accelerate(tree: ast.Module) -> LibraryLaunch | None:
+    """``notebook_launcher(function, args, num_processes=N)``: Accelerate starts N processes (elastic_launch on the
+    CPU and on GPUs; accelerate/launchers.py), unless N is 1."""
+    for call in _calls(tree, ("notebook_launcher",)):
+        value = _keyword(call, "num_processes")
+        if value is None and len(call.args) >= 3:
+            value = call.args[2]
+        if value is None or (isinstance(value, ast.Constant) and (not isinstance(value.value, int)
+                                                                  or value.value < 2)):
+            continue  # not given (None: one process on the CPU), or one
+        return LibraryLaunch(f"the script calls notebook_launcher() (line {call.lineno}): Accelerate starts the "
+                             "ranks itself")
+    return None
+
+
+def _detectron2(tree: ast.Module, args: Sequence[str]) -> LibraryLaunch | None:
+    """detectron2's ``launch(main, num_gpus_per_machine, ...)`` (detectron2/engine/launch.py) starts that many
+    processes when there is more than one in all; its tools give it ``args.num_gpus`` (``--num-gpus``, default 1)."""
+    launchers = {a.asname or a.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+                 and (node.module or "").startswith(DETECTRON2) for a in node.names if a.name == "launch"}
+    given = next((value for option, value in _options(args) if option in ("--num-gpus", "--num_gpus")), None)
+    for call in _calls(tree, tuple(launchers)):
+        value = _keyword(call, "num_gpus_per_machine") or (call.args[1] if len(call.args) > 1 else None)
+        if isinstance(value, ast.Constant):
+            many = isinstance(value.value, int) and value.value > 1
+        else:
+            many = given is not None and given.isdigit() and int(given) > 1
+        if many:
+            return LibraryLaunch(f"the script calls detectron2's launch() (line {call.lineno}) for more than one "
+                                 "GPU: detectron2 starts the ranks itself")
     return None
 
 

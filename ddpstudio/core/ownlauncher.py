@@ -14,7 +14,8 @@ code (a command list's item, a command line; ``accelerate launch`` too) in a
 file that starts processes
 (``subprocess``, ``os.system``, ``os.exec*``...), or torch's launcher called
 in-process (``torch.distributed.run.main``/``run``,
-``torch.distributed.launcher.api.elastic_launch``). Docstrings, help texts
+``torch.distributed.launcher.api.elastic_launch``, ``runpy.run_module("torch.distributed.run")``). Docstrings,
+help texts
 and printed or logged strings are no sign.
 """
 
@@ -113,6 +114,9 @@ def _in_process(tree: ast.Module) -> list[LauncherRun]:
         module, _, function = name.rpartition(".")
         if function in IN_PROCESS.get(module, ()):
             out.append(LauncherRun(f"{module}.{function}()", node.lineno))
+        elif name == "runpy.run_module" and node.args and isinstance(node.args[0], ast.Constant) \
+                and node.args[0].value in LAUNCHER_MODULES:  # torchrun's __main__, run in this process
+            out.append(LauncherRun(node.args[0].value, node.lineno))
     return out
 
 

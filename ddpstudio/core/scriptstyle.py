@@ -28,6 +28,7 @@ from pathlib import Path
 from ddpstudio.core.argsfit import declares_any, declares_by_name, parser_all_here
 from ddpstudio.core.envstyle import LOCAL_RANK_OPTIONS, env_sign, parses_any, torchrun_sign
 from ddpstudio.core.liblaunch import library_launch
+from ddpstudio.core.localspawn import local_spawn
 from ddpstudio.core.ownlauncher import runs_launcher
 from ddpstudio.core.plan import DEFAULT_DIST_ARGS
 from ddpstudio.core.scriptargs import parse_script
@@ -67,9 +68,10 @@ class SpawnCall:
     node: ast.Call | None = None
 
 
-def suggest_style(source: str | None, args: Sequence[str] = ()) -> StyleSuggestion | None:
+def suggest_style(source: str | None, args: Sequence[str] = (), path: str | None = None) -> StyleSuggestion | None:
     """Spawn style when the arguments ask the script to spawn, or its source calls a spawn function that
-    runs with them; args style, said why, when every such call is off with these arguments; else None."""
+    runs with them; args style, said why, when every such call is off with these arguments; else None.
+    ``path``: the script's file, whose project's own modules a called launch function is read from."""
     if any(a == SPAWN_FLAG or a.startswith(SPAWN_FLAG + "=") for a in args):
         return StyleSuggestion("spawn", f"its arguments contain {SPAWN_FLAG}: the script starts one process "
                                         "per GPU itself")
@@ -79,7 +81,7 @@ def suggest_style(source: str | None, args: Sequence[str] = ()) -> StyleSuggesti
         return StyleSuggestion("spawn", library.why)
     calls = spawn_calls(source or "", tree)
     if not calls:
-        return _launcher_style(tree) or _env_style(tree)
+        return _launcher_style(tree, path) or _env_style(tree)
     gates = [gate(tree, c.node, args, TEMPLATE_OPTIONS) if tree is not None else None for c in calls]
     for call, found in zip(calls, gates):
         if found is None or found.runs:
@@ -140,15 +142,18 @@ def _env_style(tree: ast.Module | None) -> StyleSuggestion | None:
     return None
 
 
-def _launcher_style(tree: ast.Module | None) -> StyleSuggestion | None:
-    """Spawn style for a script that runs torchrun itself (core/ownlauncher.py), unless it reads torchrun's
-    variables: then it checks whether it is a rank already (Ultralytics' ``LOCAL_RANK == -1``), and env style
-    makes each copy one."""
-    found = runs_launcher(tree)
-    if found is None or torchrun_sign(tree) is not None:
+def _launcher_style(tree: ast.Module | None, path: str | None = None) -> StyleSuggestion | None:
+    """Spawn style for a script that runs torchrun itself (core/ownlauncher.py), or calls a function of its own
+    project that starts processes (core/localspawn.py), unless it reads torchrun's variables: then it checks
+    whether it is a rank already (Ultralytics' ``LOCAL_RANK == -1``), and env style makes each copy one."""
+    if tree is None or torchrun_sign(tree) is not None:
         return None
-    return StyleSuggestion("spawn", f"the script runs {found.name} itself (line {found.line}): it starts its own "
-                                    "ranks")
+    found = runs_launcher(tree)
+    if found is not None:
+        return StyleSuggestion("spawn", f"the script runs {found.name} itself (line {found.line}): it starts its "
+                                        "own ranks")
+    local = local_spawn(tree, path)
+    return StyleSuggestion("spawn", local.why()) if local is not None else None
 
 
 def _truth_word(value: bool) -> str:

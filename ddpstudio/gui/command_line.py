@@ -23,7 +23,7 @@ def _cli_would_guess_other(s: SetupState, platform: Platform | None) -> bool:
         script_args = cmdline.split(s.script_args, platform)
     except ValueError:
         script_args = []
-    suggestion = suggest_style(read_source(s.script_path.strip()), script_args)
+    suggestion = suggest_style(read_source(s.script_path.strip()), script_args, s.script_path.strip())
     return suggestion is not None and suggestion.style != "args"
 
 

@@ -65,7 +65,7 @@ class StyleOffer(QObject):
         except ValueError:
             args = []
         path = self.script.text().strip()
-        self.suggestion = suggest_style(read_source(path), args) if path else None
+        self.suggestion = suggest_style(read_source(path), args, path) if path else None
         kind, target, declined = self.workload.currentData(), self._target(), self._key() == self._declined
         if target is not None and kind in SCRIPT_KINDS and kind != target and not declined:
             self.workload.setCurrentIndex(self.workload.findData(target))

@@ -1,0 +1,2 @@
+from .launch import launch
+from .options import argument_parser
