@@ -68,11 +68,24 @@ def test_lightnings_torchrun_strategies_stay_env_style():
                  "ranks itself")
 
 
-def test_a_lightning_cli_asked_for_ddp_spawn_in_its_arguments_is_spawn_style():
-    for args in (["fit", "--trainer.strategy", "ddp_spawn"], ["fit", "--trainer.strategy=ddp_spawn"]):
+def test_a_lightning_cli_asked_for_ddp_spawn_in_its_arguments_or_config_is_spawn_style(tmp_path):
+    for args, said in ((["fit", "--trainer.strategy", "ddp_spawn"], "--trainer.strategy ddp_spawn"),
+                       (["fit", "--trainer.strategy=ddp_spawn"], "--trainer.strategy=ddp_spawn")):
         assert style_of(LIGHTNING_CLI, args) == (
-            "spawn", "its arguments ask Lightning for the ddp_spawn strategy (--trainer.strategy ddp_spawn): "
-                     "Lightning starts the ranks itself")
+            "spawn", f"its arguments ask Lightning for the ddp_spawn strategy ({said}): Lightning starts the ranks "
+                     "itself")
+    # in the YAML its --config names (helper re-test: env style, two groups one after the other, "finished")
+    script = tmp_path / "cli.py"
+    script.write_text(LIGHTNING_CLI, encoding="utf-8")
+    (tmp_path / "config.yaml").write_text("seed_everything: 42\ntrainer:\n  accelerator: cpu\n  devices: 2\n"
+                                          "  strategy: 'ddp_spawn'  # Lightning starts them\n", encoding="utf-8")
+    for args in (["fit", "--config", "config.yaml"], ["fit", "-c", "config.yaml"], ["fit", "--config=config.yaml"]):
+        found = suggest_style(LIGHTNING_CLI, args, str(script))
+        assert (found.style, found.why) == ("spawn", "its config file config.yaml asks Lightning for the ddp_spawn "
+                                                     "strategy (line 5): Lightning starts the ranks itself"), args
+    (tmp_path / "config.yaml").write_text("trainer:\n  strategy: ddp\n", encoding="utf-8")
+    assert suggest_style(LIGHTNING_CLI, ["fit", "--config", "config.yaml"], str(script)).style == "env"
+    assert suggest_style(LIGHTNING_CLI, ["fit", "--config", "missing.yaml"], str(script)).style == "env"
     assert style_of(LIGHTNING_CLI, ["fit", "--trainer.strategy", "ddp"])[0] == "env"
     # the same words in a script that does not use Lightning decide nothing
     assert style_of("import argparse\nargparse.ArgumentParser().parse_known_args()\n",

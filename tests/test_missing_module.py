@@ -59,7 +59,7 @@ def test_a_misspelled_import_of_a_known_package_is_not_told_to_install_the_missp
     words = subprocess.run([sys.executable, "-c", "import lightnin"], capture_output=True, text=True,
                            timeout=60).stderr.strip().splitlines()[-1]
     hint = missing_module_hint(words, chosen="/venv/bin/python")
-    assert hint.title == "The script imports lightnin: a misspelling of lightning?"
+    assert hint.title == "The script imports lightnin, perhaps a misspelling of lightning"
     assert "correct the import in the script" in hint.text and "pip install" not in hint.text
     assert "Do not install lightnin to fix it" in hint.text
     for own in ("dataset", "transformer", "models", "tim", "mymodule"):

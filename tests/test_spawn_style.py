@@ -294,7 +294,7 @@ def test_the_busy_port_note_names_a_real_holder_and_says_when_it_cannot():
     # trials: Lightning's ddp_spawn and Ignite's Parallel started once per rank), not a port the script set
     ours = busy_port_note(text, owner_of=lambda _port: None, ours=12355)
     assert ours == ("port 12355, the one DDP Studio chose free for this run's ranks (MASTER_PORT), was taken by "
-                    "another process of the run (a process that has exited since (nothing listens there now)), so "
+                    "another process of the run, a process that has exited since (nothing listens there now), so "
                     "more processes than ranks meet there: each copy of the script seems to start ranks of its own")
     assert [h.key for h in hints_for(ours, text, front=CLI)] == ["copies_start_ranks"]
     assert [h.key for h in hints_for(gone, text, front=CLI)] == ["held_port"]

@@ -78,8 +78,8 @@ _RULES: tuple[tuple[Hint, tuple[str, ...]], ...] = (
     (Hint("library_nccl", "The script's library refuses NCCL here",
           "The script asks for the NCCL backend and its library checks for CUDA GPUs before any process group "
           "exists, so DDP Studio's rank helper cannot give it Gloo. Give the script the gloo backend in its own "
-          "arguments (Ignite's examples: --backend gloo) or code; NCCL needs CUDA GPUs, and PyTorch for Windows "
-          "has none."),
+          "arguments (Ignite's examples: --backend gloo) or code: NCCL needs CUDA GPUs (and PyTorch for Windows "
+          "has no NCCL at all)."),
      ("nccl backend is required but no cuda capable devices",)),  # ignite/distributed/comp_models/native.py
     (Hint("gloo_cuda_crash", "Gloo crashed all-reducing GPU tensors",
           "A rank died inside PyTorch without a Python error while Gloo exchanged gradients on the GPU. "
@@ -201,7 +201,7 @@ def missing_module_hint(*texts: str, prefix: str = sys.prefix, executable: str =
         return None
     meant = misspelled(name)
     if meant is not None:  # helper trial: "import lightnin" got "pip install lightnin"
-        return Hint("missing_module", f"The script imports {name}: a misspelling of {meant}?",
+        return Hint("missing_module", f"The script imports {name}, perhaps a misspelling of {meant}",
                     f"No module named {name} is installed, and the name is one letter or two from {meant}: correct "
                     f"the import in the script (the traceback names its line). Do not install {name} to fix it: "
                     f"a package of that name, if PyPI has one, is not {meant}. If {name} is your own code, keep "

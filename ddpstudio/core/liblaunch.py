@@ -13,14 +13,17 @@ num_gpus_per_machine)`` (its tools pass ``--num-gpus``). Such a script runs once
 style, and is given no distributed arguments: its library sets its ranks up.
 
 A sign counts only in a script that imports the library. What an argument decides (``--trainer.strategy
-ddp_spawn`` for a LightningCLI, ``--nproc_per_node 2`` for Ignite's examples) is read from the arguments as given.
+ddp_spawn`` for a LightningCLI, or ``strategy: ddp_spawn`` in the file its ``--config`` names; ``--nproc_per_node 2``
+for Ignite's examples) is read from the arguments as given.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from ddpstudio.core.scriptgate import dotted
 
@@ -34,6 +37,7 @@ SPAWN_STRATEGIES = ("ddp_spawn", "ddp_fork", "ddp_notebook")
 LIGHTNING_CALLS = ("Trainer", "Fabric")
 IGNITE_CALLS = ("Parallel", "spawn")
 NPROC = "nproc_per_node"
+MAX_CONFIG_BYTES = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -43,13 +47,14 @@ class LibraryLaunch:
     why: str
 
 
-def library_launch(tree: ast.Module | None, args: Sequence[str] = ()) -> LibraryLaunch | None:
-    """The library that starts this script's ranks with these arguments, or None."""
+def library_launch(tree: ast.Module | None, args: Sequence[str] = (), cwd: str | None = None) -> LibraryLaunch | None:
+    """The library that starts this script's ranks with these arguments (a config file they name is read from
+    ``cwd``, the folder the script runs in), or None."""
     if tree is None:
         return None
     imported = _imported_roots(tree)
     if imported & set(LIGHTNING):
-        found = _lightning(tree, args)
+        found = _lightning(tree, args, cwd)
         if found is not None:
             return found
     if IGNITE in imported:
@@ -88,7 +93,7 @@ def _keyword(call: ast.Call, name: str) -> ast.expr | None:
     return next((k.value for k in call.keywords if k.arg == name), None)
 
 
-def _lightning(tree: ast.Module, args: Sequence[str]) -> LibraryLaunch | None:
+def _lightning(tree: ast.Module, args: Sequence[str], cwd: str | None) -> LibraryLaunch | None:
     for call in _calls(tree, LIGHTNING_CALLS):
         value = _keyword(call, "strategy")
         if isinstance(value, ast.Constant) and spawn_strategy(value.value):
@@ -101,9 +106,43 @@ def _lightning(tree: ast.Module, args: Sequence[str]) -> LibraryLaunch | None:
                                  f"(line {call.lineno}): Lightning starts the ranks itself")
     for option, value in _options(args):
         if option.rpartition(".")[2].lstrip("-") == "strategy" and spawn_strategy(value):
-            return LibraryLaunch(f"its arguments ask Lightning for the {value} strategy ({option} {value}): "
-                                 "Lightning starts the ranks itself")
+            return LibraryLaunch(f"its arguments ask Lightning for the {value} strategy "
+                                 f"({_as_given(option, value, args)}): Lightning starts the ranks itself")
+    for option, value in _options(args):
+        if option in ("--config", "-c"):
+            found = _config_strategy(value, cwd)
+            if found is not None:
+                return LibraryLaunch(f"its config file {value} asks Lightning for the {found} strategy (line "
+                                     f"{_config_line(value, cwd, found)}): Lightning starts the ranks itself")
     return None
+
+
+# A LightningCLI config's "strategy: ddp_spawn" (under trainer:), read as text: no YAML parser in the app.
+_STRATEGY_LINE = re.compile(r"^\s*strategy\s*:\s*['\"]?(?P<name>[\w.]+)['\"]?\s*(?:#.*)?$")
+
+
+def _config_lines(value: str, cwd: str | None) -> list[str]:
+    """The config file's lines: found as given (from the working folder), else in ``cwd``."""
+    for path in (Path(value), *([Path(cwd) / value] if cwd else [])):
+        try:
+            with open(path, encoding="utf-8", errors="replace") as fh:
+                return fh.read(MAX_CONFIG_BYTES).splitlines()
+        except OSError:
+            continue
+    return []
+
+
+def _config_strategy(value: str, cwd: str | None) -> str | None:
+    for line in _config_lines(value, cwd):
+        match = _STRATEGY_LINE.match(line)
+        if match and spawn_strategy(match.group("name")):
+            return match.group("name")
+    return None
+
+
+def _config_line(value: str, cwd: str | None, name: str) -> int:
+    return next(i for i, line in enumerate(_config_lines(value, cwd), 1)
+                if (m := _STRATEGY_LINE.match(line)) and m.group("name") == name)
 
 
 def _ignite(tree: ast.Module, args: Sequence[str]) -> LibraryLaunch | None:
@@ -156,14 +195,19 @@ def _detectron2(tree: ast.Module, args: Sequence[str]) -> LibraryLaunch | None:
 
 
 def _options(args: Sequence[str]) -> list[tuple[str, str]]:
-    """``--name value`` and ``--name=value`` pairs of the arguments."""
+    """``--name value`` and ``--name=value`` pairs of the arguments (``-c`` too: LightningCLI's config)."""
     out = []
     for i, arg in enumerate(args):
-        if not arg.startswith("--"):
+        if not arg.startswith("-"):
             continue
         if "=" in arg:
             name, _, value = arg.partition("=")
             out.append((name, value))
-        elif i + 1 < len(args) and not args[i + 1].startswith("--"):
+        elif i + 1 < len(args) and not args[i + 1].startswith("-"):
             out.append((arg, args[i + 1]))
     return out
+
+
+def _as_given(option: str, value: str, args: Sequence[str]) -> str:
+    """``--trainer.strategy=ddp_spawn`` or ``--trainer.strategy ddp_spawn``, as the arguments spell it."""
+    return f"{option}={value}" if f"{option}={value}" in args else f"{option} {value}"

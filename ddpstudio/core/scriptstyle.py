@@ -76,7 +76,8 @@ def suggest_style(source: str | None, args: Sequence[str] = (), path: str | None
         return StyleSuggestion("spawn", f"its arguments contain {SPAWN_FLAG}: the script starts one process "
                                         "per GPU itself")
     tree = parse_script(source)
-    library = library_launch(tree, args)  # Lightning's spawn strategies, Ignite's Parallel(nproc_per_node=...)
+    folder = str(Path(path).expanduser().parent) if path else None  # where a config file it names may be
+    library = library_launch(tree, args, folder)  # Lightning's spawn strategies, Ignite's Parallel(nproc_per_node)
     if library is not None:
         return StyleSuggestion("spawn", library.why)
     calls = spawn_calls(source or "", tree)

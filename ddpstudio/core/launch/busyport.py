@@ -61,7 +61,7 @@ def busy_port_note(text: str, owner_of: Callable[[int], dict[str, Any] | None] |
         holder = f"{name} (pid {owner['pid']}" + (f": {cmdline})" if cmdline else ")")
     if port == ours:
         return (f"port {port}, the one DDP Studio chose free for this run's ranks (MASTER_PORT), was taken by "
-                f"another process of the run ({holder}), so {OWN_PORT_TAKEN}: each copy of the script seems to "
+                f"another process of the run, {holder}, so {OWN_PORT_TAKEN}: each copy of the script seems to "
                 "start ranks of its own")
     return (f"port {port} {HELD_BY} {holder}; the rank could not listen on it. If your script sets this "
             f"port (MASTER_PORT), change it or end that process")
