@@ -494,3 +494,27 @@ def test_copies_of_a_script_that_each_run_torchrun_are_stopped_as_the_cause(tmp_
     done = final(evs)
     assert done.get("state") == protocol.FAILED and done.get("summary") == message
     assert [h.key for h in hints_for(done.get("summary"), front=CLI)] == ["copies_start_ranks"]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(sys.platform == "win32", reason="no fork on Windows")
+def test_forked_ranks_are_ranks_of_their_own(tmp_path):
+    """Ranks forked from the script's process (Lightning's ddp_fork, Accelerate's notebook_launcher) ran no start-up
+    of the helper: they wrote into the script's own files, every line was shown as one rank's (the last to join),
+    and the default view hid rank 0's (helper re-test, 2026-12-07). A fork hook makes each a child of its own."""
+    res = run_in(tmp_path / "home", "--script", str(SCRIPTS / "fork_ranks.py"), "--show-output", "all")
+    assert res.returncode == 0, res.stderr[-3000:] + res.stdout[-3000:]
+    evs = events(res.stdout)
+    assert final(evs).get("state") == protocol.FINISHED and final(evs).get("world_size") == 2
+    ranks = {e.rank: e.get("pid") for e in of_type(evs, protocol.RANK_STARTED) if e.get("spawned")}
+    assert sorted(ranks) == [0, 1] and len(set(ranks.values())) == 2
+    for rank in (0, 1):
+        lines = lines_of(evs, rank, "stdout")
+        assert [line.split(" loss")[0] for line in lines] == [
+            f"rank {rank} pid {ranks[rank]} step {s}" for s in range(1, 5)]
+        assert [e.get("step") for e in of_type(evs, protocol.STEP) if e.rank == rank] == [1, 2, 3, 4]
+    exits = [(e.rank, e.get("exit_code")) for e in of_type(evs, protocol.RANK_EXITED) if e.get("spawned")]
+    assert sorted(exits) == [(0, 0), (1, 0)]  # written as the forked process ended in os._exit
+    script = [e.get("line") for e in of_type(evs, protocol.LOG) if e.rank is None and e.get("stream") == "stdout"]
+    assert script[0].startswith("script pid ") and script[-1] == "script done"
+    assert [(e.get("step"), e.get("ranks")) for e in of_type(evs, protocol.GLOBAL_STEP)] == [(s, 2) for s in range(1, 5)]

@@ -30,12 +30,16 @@ class Emitter:
 
     def __init__(self, rank: int, events_dir: str | None = None) -> None:
         self.rank = rank
-        directory = events_dir if events_dir is not None else os.environ.get(EVENTS_DIR_ENV)
+        self._dir = events_dir if events_dir is not None else os.environ.get(EVENTS_DIR_ENV)
         self._fh: TextIO | None = None
-        if directory:
-            path = spawned_events_file(directory) or events_file(directory, rank)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self._fh = open(path, "a", encoding="utf-8", buffering=1)
+        self._pid = os.getpid()
+        if self._dir:
+            self._open()
+
+    def _open(self) -> None:
+        path = spawned_events_file(self._dir) or events_file(self._dir, self.rank)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._fh = open(path, "a", encoding="utf-8", buffering=1)
 
     @property
     def enabled(self) -> bool:
@@ -45,6 +49,10 @@ class Emitter:
         """Write one event; ``rank=True`` tags it with this rank, ``None`` leaves it untagged."""
         if self._fh is None:
             return
+        if self._pid != os.getpid():  # a forked process: a spawned rank of its own has its own file (spawnchild.py)
+            self._pid = os.getpid()
+            self._fh.close()
+            self._open()
         tag = self.rank if rank is True else rank
         self._fh.write(make_event(type_, rank=tag, **data).to_line() + "\n")
 

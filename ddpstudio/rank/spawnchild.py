@@ -18,6 +18,8 @@ fresh interpreter with the parent's environment, so the rank helper's
   the child names when it calls ``init_process_group``;
 - leaves a child's own children (DataLoader workers) writing where their
   parent writes;
+- makes a process the script's own process forks a child too, in the fork's
+  child hook (Lightning's ddp_fork: no start-up runs in a forked process);
 - but where the child is a launcher (the script ran torchrun, whose agent
   starts the ranks: Ultralytics' trainer), the ranks are the launcher's
   workers: a descendant that torchrun's agent started (``TORCHELASTIC_RUN_ID``
@@ -58,12 +60,19 @@ def setup() -> bool:
         # inherits it; multiprocessing in a Windows venv passes os.environ.copy() to CreateProcess itself
         # (multiprocessing/popen_spawn_win32.py, bpo-35797).
         os.environ[ROOT_ENV] = str(os.getpid())
+        _watch_forks(logs)
         return False
     if CHILD_ENV in os.environ:
         run_id = os.environ.get(ELASTIC_RUN, "")
         if not run_id or run_id == os.environ.get(ELASTIC_ENV, ""):
             return False  # a spawned rank's own child: its output is its rank's
         _mark_launcher(child_file(logs, int(os.environ[CHILD_ENV]), LAUNCHER_SUFFIX))  # torchrun's worker: a rank
+    _become_child(logs)
+    _record_exit(child_file(logs, os.getpid(), ".exit"))
+    return True
+
+
+def _become_child(logs: str) -> None:
     pid = os.getpid()
     os.environ[CHILD_ENV] = str(pid)
     os.environ[ELASTIC_ENV] = os.environ.get(ELASTIC_RUN, "")
@@ -71,8 +80,41 @@ def setup() -> bool:
         target = os.open(child_file(logs, pid, suffix), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         os.dup2(target, fd)
         os.close(target)
-    _record_exit(child_file(logs, pid, ".exit"))
-    return True
+
+
+def _watch_forks(logs: str) -> None:
+    """A rank the script's own process forks (Lightning's ddp_fork and ddp_notebook, Accelerate's
+    notebook_launcher on Linux) runs no start-up of its own: it becomes a child here, in ``os.fork``'s child hook.
+    Forked processes end in ``os._exit`` (multiprocessing's popen_fork), past atexit: the exit is written there.
+    No fork on Windows: nothing to watch."""
+    if not hasattr(os, "register_at_fork"):
+        return
+    root = os.getpid()
+
+    def forked() -> None:
+        if os.getppid() != root or CHILD_ENV in os.environ:
+            return  # the root's own process after a fork of a child's, or a grandchild: not a rank of the script
+        try:
+            _become_child(logs)
+            _record_os_exit(child_file(logs, os.getpid(), ".exit"))
+        except OSError:
+            pass  # the run's folder is gone: the process runs on as it would without us
+
+    os.register_at_fork(after_in_child=forked)
+
+
+def _record_os_exit(path: str) -> None:
+    real_exit = os._exit
+
+    def _exit(code: int) -> None:
+        try:
+            with open(path, "w", encoding="ascii") as fh:
+                fh.write(str(code))
+        except OSError:
+            pass
+        real_exit(code)
+
+    os._exit = _exit
 
 
 def _mark_launcher(path: str) -> None:
