@@ -37,3 +37,9 @@ def test_the_last_exception_of_a_chain_is_the_message():
 def test_without_a_traceback_the_last_line_speaks():
     assert tail_of(["starting", "Killed: out of memory", ""]).message() == "Killed: out of memory"
     assert StderrTail().message() == ""
+    # torchrun's failure summary (ChildFailedError's table) ends in a rule: the last line that says something
+    summary = ["worker.py FAILED", "-" * 60, "Root Cause (first observed failure):", "[0]:",
+               "  exitcode  : 1 (pid: 4242)", "  traceback : To enable traceback see: "
+               "https://pytorch.org/docs/stable/elastic/errors.html", "=" * 60]
+    assert tail_of(summary).message() == ("traceback : To enable traceback see: "
+                                          "https://pytorch.org/docs/stable/elastic/errors.html")

@@ -77,7 +77,8 @@ class StderrTail:
                 frames_end = next((j for j in range(i + 1, len(lines)) if not lines[j].startswith(" ")), None)
                 if frames_end is not None:
                     return "\n".join(_exception_lines(lines[frames_end:])).strip()
-        return lines[-1].strip() if lines else ""
+        # Else the last line that says something: torchrun's failure summary ends in a rule of "=" signs.
+        return next((line.strip() for line in reversed(lines) if any(c.isalnum() for c in line)), "")
 
     def tail(self, n: int = 15) -> list[str]:
         return list(self.lines)[-n:]
