@@ -16,8 +16,11 @@ launcher (core/ownlauncher.py). Installed packages are not read (their launchers
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+
+from ddpstudio.core.scriptargs import parse_script
 
 MAX_FILES = 12  # files read at most for one script
 PARENTS = 2  # folders above the script's where its project's top package may be
@@ -38,8 +41,11 @@ class LocalSpawn:
                 f"in {self.where}, line {self.what_line}): it starts its own ranks")
 
 
-def local_spawn(tree: ast.Module | None, script_path: str | None) -> LocalSpawn | None:
-    """The first called function imported from the script's own project that starts processes, or None."""
+def local_spawn(tree: ast.Module | None, script_path: str | None,
+                starts: Callable[[Path], tuple[str, int] | None]) -> LocalSpawn | None:
+    """The first called function imported from the script's own project that starts processes, or None.
+    ``starts``: what in a file starts processes (its first spawn call or launcher run, and its line), or None:
+    core/scriptstyle.py's reading, handed in."""
     if tree is None or not script_path:
         return None
     folder = Path(script_path).expanduser().resolve().parent
@@ -55,7 +61,7 @@ def local_spawn(tree: ast.Module | None, script_path: str | None) -> LocalSpawn 
             if local not in called:
                 continue
             for path in _files(folder, node.module, node.level, alias.name, budget):
-                found = _starts_processes(path)
+                found = starts(path)
                 if found is not None:
                     where = _relative(path, folder)
                     return LocalSpawn(local, called[local], where, found[0], found[1])
@@ -96,26 +102,12 @@ def _reexported(package: Path, name: str) -> list[Path]:
     return out
 
 
-def _starts_processes(path: Path) -> tuple[str, int] | None:
-    from ddpstudio.core.ownlauncher import runs_launcher
-    from ddpstudio.core.scriptstyle import read_source, spawn_calls
-
-    source = read_source(path)
-    tree = _parse(path, source)
-    if tree is None:
+def _parse(path: Path) -> ast.Module | None:
+    try:
+        source = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
         return None
-    calls = spawn_calls(source or "", tree)
-    if calls:
-        return f"{calls[0].name}()", calls[0].line
-    found = runs_launcher(tree)
-    return (found.name, found.line) if found is not None else None
-
-
-def _parse(path: Path, source: str | None = None) -> ast.Module | None:
-    from ddpstudio.core.scriptargs import parse_script
-    from ddpstudio.core.scriptstyle import read_source
-
-    return parse_script(source if source is not None else read_source(path))
+    return parse_script(source)
 
 
 def _relative(path: Path, folder: Path) -> str:

@@ -153,8 +153,21 @@ def _launcher_style(tree: ast.Module | None, path: str | None = None) -> StyleSu
     if found is not None:
         return StyleSuggestion("spawn", f"the script runs {found.name} itself (line {found.line}): it starts its "
                                         "own ranks")
-    local = local_spawn(tree, path)
+    local = local_spawn(tree, path, _starts_processes)
     return StyleSuggestion("spawn", local.why()) if local is not None else None
+
+
+def _starts_processes(path: Path) -> tuple[str, int] | None:
+    """A project file's first spawn call, else its run of a launcher: what it is and its line (core/localspawn.py)."""
+    source = read_source(path)
+    tree = parse_script(source)
+    if tree is None:
+        return None
+    calls = spawn_calls(source or "", tree)
+    if calls:
+        return f"{calls[0].name}()", calls[0].line
+    found = runs_launcher(tree)
+    return (found.name, found.line) if found is not None else None
 
 
 def _truth_word(value: bool) -> str:
