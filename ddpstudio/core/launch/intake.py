@@ -16,8 +16,8 @@ from ddpstudio.core import protocol
 from ddpstudio.core.launch.outcome import copies_warning, own_groups_warning
 from ddpstudio.core.launch.rankproc import RankProc
 from ddpstudio.core.launch.rootcause import RankFailure
-from ddpstudio.core.process.proctable import is_alive
 from ddpstudio.core.launch.scriptsteps import ScriptSteps, scraped_event, took_step
+from ddpstudio.core.process.proctable import is_alive
 
 # What the rank helper says of a rank on its own (the script reports nothing by them).
 HELPER_NEWS = (protocol.RANK_WATCHED, protocol.RANK_MEETING, protocol.RANK_NO_TORCH)
