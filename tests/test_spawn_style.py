@@ -458,6 +458,7 @@ def test_a_script_that_runs_a_launcher_itself_is_spawn_style_unless_it_reads_tor
 
 
 @pytest.mark.slow
+@pytest.mark.posix_only("torchrun's own rendezvous makes a TCPStore that asks for libuv, which the Windows wheels lack (seen under Wine: DistStoreError)")
 def test_a_script_that_runs_torchrun_itself_is_one_run_whose_ranks_are_torchruns_workers(tmp_path):
     """Spawn style through torchrun's agent: the ranks are the agent's workers (rank/spawnchild.py), not the agent,
     whose workers wrote to files nobody read (rank 1's steps were lost: global steps of 1 rank)."""
@@ -478,6 +479,7 @@ def test_a_script_that_runs_torchrun_itself_is_one_run_whose_ranks_are_torchruns
 
 
 @pytest.mark.slow
+@pytest.mark.posix_only("torchrun's own rendezvous makes a TCPStore that asks for libuv, which the Windows wheels lack (seen under Wine: DistStoreError)")
 def test_copies_of_a_script_that_each_run_torchrun_are_stopped_as_the_cause(tmp_path):
     """Forced to one copy per rank, each copy starts a group of its own: two processes are in a group as rank 0 at
     once. Said, and the run stops with it as the root cause (it trained two groups apart and "finished" before)."""
@@ -497,7 +499,7 @@ def test_copies_of_a_script_that_each_run_torchrun_are_stopped_as_the_cause(tmp_
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(sys.platform == "win32", reason="no fork on Windows")
+@pytest.mark.posix_only("no fork on Windows")
 def test_forked_ranks_are_ranks_of_their_own(tmp_path):
     """Ranks forked from the script's process (Lightning's ddp_fork, Accelerate's notebook_launcher) ran no start-up
     of the helper: they wrote into the script's own files, every line was shown as one rank's (the last to join),
