@@ -112,8 +112,9 @@ def _lightning(tree: ast.Module, args: Sequence[str], cwd: str | None) -> Librar
         if option in ("--config", "-c"):
             found = _config_strategy(value, cwd)
             if found is not None:
-                return LibraryLaunch(f"its config file {value} asks Lightning for the {found} strategy (line "
-                                     f"{_config_line(value, cwd, found)}): Lightning starts the ranks itself")
+                name, line = found
+                return LibraryLaunch(f"its config file {value} asks Lightning for the {name} strategy (line "
+                                     f"{line}): Lightning starts the ranks itself")
     return None
 
 
@@ -132,17 +133,13 @@ def _config_lines(value: str, cwd: str | None) -> list[str]:
     return []
 
 
-def _config_strategy(value: str, cwd: str | None) -> str | None:
-    for line in _config_lines(value, cwd):
+def _config_strategy(value: str, cwd: str | None) -> tuple[str, int] | None:
+    """The spawning strategy the config file names, and its line (the file read once)."""
+    for number, line in enumerate(_config_lines(value, cwd), 1):
         match = _STRATEGY_LINE.match(line)
         if match and spawn_strategy(match.group("name")):
-            return match.group("name")
+            return match.group("name"), number
     return None
-
-
-def _config_line(value: str, cwd: str | None, name: str) -> int:
-    return next(i for i, line in enumerate(_config_lines(value, cwd), 1)
-                if (m := _STRATEGY_LINE.match(line)) and m.group("name") == name)
 
 
 def _ignite(tree: ast.Module, args: Sequence[str]) -> LibraryLaunch | None:

@@ -49,10 +49,11 @@ def local_spawn(tree: ast.Module | None, script_path: str | None,
     if tree is None or not script_path:
         return None
     folder = Path(script_path).expanduser().resolve().parent
-    called = {node.func.id: node.lineno for node in sorted(ast.walk(tree), key=lambda n: getattr(n, "lineno", 0),
-                                                           reverse=True)
-              if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)}
-    budget = [MAX_FILES]
+    called: dict[str, int] = {}  # a plain name's first call line
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            called[node.func.id] = min(node.lineno, called.get(node.func.id, node.lineno))
+    read = 0
     for node in ast.walk(tree):
         if not isinstance(node, ast.ImportFrom):
             continue
@@ -60,15 +61,17 @@ def local_spawn(tree: ast.Module | None, script_path: str | None,
             local = alias.asname or alias.name
             if local not in called:
                 continue
-            for path in _files(folder, node.module, node.level, alias.name, budget):
+            for path in _files(folder, node.module, node.level, alias.name):
+                read += 1
+                if read > MAX_FILES:
+                    return None
                 found = starts(path)
                 if found is not None:
-                    where = _relative(path, folder)
-                    return LocalSpawn(local, called[local], where, found[0], found[1])
+                    return LocalSpawn(local, called[local], _relative(path, folder), found[0], found[1])
     return None
 
 
-def _files(folder: Path, module: str | None, level: int, name: str, budget: list[int]) -> list[Path]:
+def _files(folder: Path, module: str | None, level: int, name: str) -> list[Path]:
     """The project files that may define ``name`` of ``module``: the module, its package, a submodule of that name,
     and the submodule its ``__init__`` re-exports the name from."""
     parts = (module or "").split(".") if module else []
@@ -83,8 +86,7 @@ def _files(folder: Path, module: str | None, level: int, name: str, budget: list
                 out.append(path)
         if package.is_file():
             out += [p for p in _reexported(package, name) if p not in out]
-    budget[0] -= len(out)
-    return out if budget[0] >= 0 else out[:max(0, len(out) + budget[0])]
+    return out
 
 
 def _reexported(package: Path, name: str) -> list[Path]:

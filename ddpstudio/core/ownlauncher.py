@@ -57,8 +57,9 @@ def runs_launcher(tree: ast.Module | None) -> LauncherRun | None:
     """The first place (in line order) where the script runs a distributed launcher itself, or None."""
     if tree is None:
         return None
-    found = [*_in_process(tree)]
-    if _starts_processes(tree):
+    called = _called(tree)  # every call, imports resolved: read once for both looks
+    found = _in_process(called)
+    if _starts_processes(called):
         found += _launcher_strings(tree)
     return min(found, key=lambda f: f.line) if found else None
 
@@ -100,17 +101,17 @@ def _called(tree: ast.Module) -> list[tuple[str, ast.Call]]:
     return out
 
 
-def _starts_processes(tree: ast.Module) -> bool:
-    for name, _ in _called(tree):
+def _starts_processes(called: list[tuple[str, ast.Call]]) -> bool:
+    for name, _ in called:
         module, _, function = name.rpartition(".")
         if function in PROCESS_STARTERS.get(module, ()):
             return True
     return False
 
 
-def _in_process(tree: ast.Module) -> list[LauncherRun]:
+def _in_process(called: list[tuple[str, ast.Call]]) -> list[LauncherRun]:
     out = []
-    for name, node in _called(tree):
+    for name, node in called:
         module, _, function = name.rpartition(".")
         if function in IN_PROCESS.get(module, ()):
             out.append(LauncherRun(f"{module}.{function}()", node.lineno))

@@ -194,9 +194,11 @@ def scraped_event(rank: Any, tag: Any, found: Any) -> protocol.Event | None:
     same step with its exact loss). The helper's last step is where the launcher has read to, which may be
     steps past the line (helper trial, 2026-12-07: Ignite's evaluation after step 24 stamped 31 to 48)."""
     if found.eval:
-        step = found.step if rank.observed_step is None else rank.observed_step
-        placed = step_at(rank.marks, found.at) if rank.observed_step is not None else None
-        step = step if placed is None else placed
+        if rank.observed_step is None:
+            step = found.step
+        else:
+            placed = step_at(rank.marks, found.at)
+            step = rank.observed_step if placed is None else placed
         return protocol.make_event(protocol.EVAL, rank=tag, step=step, loss=found.loss, source="scraped")
     if rank.observed_step is not None:
         return None
