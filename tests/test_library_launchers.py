@@ -68,6 +68,33 @@ def test_lightnings_torchrun_strategies_stay_env_style():
                  "ranks itself")
 
 
+def test_a_spawning_strategy_or_process_count_kept_in_a_name_or_an_options_default_is_read():
+    """Helper re-test of 2026-12-07 (V4, V5, V8): ``STRATEGY = "ddp_spawn"`` at the top, an argparse
+    ``default="ddp_spawn"`` and ``NPROC = 2`` were not read, and each copy started a group of its own until the
+    safety net stopped the run. A name assigned once and an option's literal default are values too."""
+    named = "import lightning as L\nSTRATEGY = 'ddp_spawn'\n\ndef main():\n    L.Trainer(strategy=STRATEGY)\n"
+    assert style_of(named) == ("spawn", 'the script asks Lightning for strategy=STRATEGY, which is "ddp_spawn" here '
+                                        "(line 5): Lightning starts the ranks itself")
+    by_default = ("import argparse\nimport lightning as L\np = argparse.ArgumentParser()\n"
+                  "p.add_argument('--strategy', default='ddp_spawn')\nargs = p.parse_args()\n"
+                  "L.Trainer(accelerator='cpu', strategy=args.strategy)\n")
+    assert style_of(by_default) == ("spawn", 'the script asks Lightning for strategy=args.strategy, which is '
+                                             '"ddp_spawn" here (line 6): Lightning starts the ranks itself')
+    assert style_of(by_default, ["--strategy", "ddp"])[0] == "env"  # the user's own choice wins
+    start = "import lightning as L\nMETHOD = 'fork'\nL.Trainer(strategy=DDPStrategy(start_method=METHOD))\n"
+    assert style_of(start)[0] == "spawn"
+    nproc = "import ignite.distributed as idist\nNPROC = 2\nwith idist.Parallel(backend='gloo', nproc_per_node=NPROC):\n"
+    assert style_of(nproc + "    pass\n") == (
+        "spawn", "the script calls idist.Parallel(nproc_per_node=NPROC, which is 2 here) (line 3): Ignite starts "
+                 "the ranks itself")
+    one = "from accelerate import notebook_launcher\nN = {n}\nnotebook_launcher(train, (), num_processes=N)\n"
+    assert style_of(one.format(n=2))[0] == "spawn"
+    assert style_of(one.format(n=1))[0] == "env"  # one process: Accelerate starts none
+    # a name assigned twice, or from what cannot be read, decides nothing
+    twice = "import lightning as L\nS = 'ddp_spawn'\nif x:\n    S = 'ddp'\nL.Trainer(strategy=S)\n"
+    assert style_of(twice)[0] == "env"
+
+
 def test_a_lightning_cli_asked_for_ddp_spawn_in_its_arguments_or_config_is_spawn_style(tmp_path):
     for args, said in ((["fit", "--trainer.strategy", "ddp_spawn"], "--trainer.strategy ddp_spawn"),
                        (["fit", "--trainer.strategy=ddp_spawn"], "--trainer.strategy=ddp_spawn")):

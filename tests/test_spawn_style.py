@@ -150,6 +150,10 @@ def test_the_blog_script_spawns_its_ranks_with_ranks_from_node_rank_and_gpu(blog
     from ddpstudio.core.metrics.catalog import entry
 
     assert entry(Path(final(evs).get("run_dir"))).world_size == 2  # the runs list: the ranks' world size too
+    from ddpstudio.core.metrics.history import read_history
+
+    # history.jsonl's header was written before any rank joined: not the plan's one copy (it said 1)
+    assert read_history(final(evs).get("run_dir")).header["world_size"] is None
 
 
 # -- stop, and a busy hard-coded port ---------------------------------------------------------

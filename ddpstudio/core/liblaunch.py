@@ -21,11 +21,12 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ddpstudio.core.scriptgate import dotted
+from ddpstudio.core.scriptargs import UNKNOWN
+from ddpstudio.core.scriptgate import dotted, evaluator
 
 LIGHTNING = ("lightning", "pytorch_lightning")
 IGNITE = "ignite"
@@ -38,6 +39,7 @@ LIGHTNING_CALLS = ("Trainer", "Fabric")
 IGNITE_CALLS = ("Parallel", "spawn")
 NPROC = "nproc_per_node"
 MAX_CONFIG_BYTES = 1_000_000
+Evaluate = Callable[[ast.AST | None], object]
 
 
 @dataclass(frozen=True)
@@ -53,20 +55,23 @@ def library_launch(tree: ast.Module | None, args: Sequence[str] = (), cwd: str |
     if tree is None:
         return None
     imported = _imported_roots(tree)
+    if not imported & {*LIGHTNING, IGNITE, ACCELERATE, DETECTRON2}:
+        return None
+    value = evaluator(tree, args)
     if imported & set(LIGHTNING):
-        found = _lightning(tree, args, cwd)
+        found = _lightning(tree, args, cwd, value)
         if found is not None:
             return found
     if IGNITE in imported:
-        found = _ignite(tree, args)
+        found = _ignite(tree, args, value)
         if found is not None:
             return found
     if ACCELERATE in imported:
-        found = _accelerate(tree)
+        found = _accelerate(tree, value)
         if found is not None:
             return found
     if DETECTRON2 in imported:
-        return _detectron2(tree, args)
+        return _detectron2(tree, args, value)
     return None
 
 
@@ -93,16 +98,26 @@ def _keyword(call: ast.Call, name: str) -> ast.expr | None:
     return next((k.value for k in call.keywords if k.arg == name), None)
 
 
-def _lightning(tree: ast.Module, args: Sequence[str], cwd: str | None) -> LibraryLaunch | None:
+def _spelled(name: str, node: ast.expr, value: object) -> str:
+    """``strategy="ddp_spawn"`` as written, or ``strategy=args.strategy, which is "ddp_spawn" here``."""
+    shown = f'"{value}"' if isinstance(value, str) else str(value)
+    if isinstance(node, ast.Constant):
+        return f"{name}={shown}"
+    return f"{name}={ast.unparse(node)}, which is {shown} here"
+
+
+def _lightning(tree: ast.Module, args: Sequence[str], cwd: str | None, value: Evaluate) -> LibraryLaunch | None:
     for call in _calls(tree, LIGHTNING_CALLS):
-        value = _keyword(call, "strategy")
-        if isinstance(value, ast.Constant) and spawn_strategy(value.value):
-            return LibraryLaunch(f"the script asks Lightning for strategy=\"{value.value}\" (line {call.lineno}): "
-                                 "Lightning starts the ranks itself")
+        node = _keyword(call, "strategy")
+        name = value(node)
+        if node is not None and spawn_strategy(name):
+            return LibraryLaunch(f"the script asks Lightning for {_spelled('strategy', node, name)} "
+                                 f"(line {call.lineno}): Lightning starts the ranks itself")
     for call in _calls(tree, ("DDPStrategy",)):
-        value = _keyword(call, "start_method")
-        if isinstance(value, ast.Constant) and value.value in ("spawn", "fork", "forkserver"):
-            return LibraryLaunch(f"the script asks Lightning for DDPStrategy(start_method=\"{value.value}\") "
+        node = _keyword(call, "start_method")
+        method = value(node)
+        if node is not None and method in ("spawn", "fork", "forkserver"):
+            return LibraryLaunch(f"the script asks Lightning for DDPStrategy({_spelled('start_method', node, method)}) "
                                  f"(line {call.lineno}): Lightning starts the ranks itself")
     for option, value in _options(args):
         if option.rpartition(".")[2].lstrip("-") == "strategy" and spawn_strategy(value):
@@ -142,53 +157,62 @@ def _config_strategy(value: str, cwd: str | None) -> tuple[str, int] | None:
     return None
 
 
-def _ignite(tree: ast.Module, args: Sequence[str]) -> LibraryLaunch | None:
-    given = next((value for option, value in _options(args) if option.lstrip("-").replace("-", "_") == NPROC), None)
+def _ignite(tree: ast.Module, args: Sequence[str], value: Evaluate) -> LibraryLaunch | None:
+    given = next((v for option, v in _options(args) if option.lstrip("-").replace("-", "_") == NPROC), None)
     for call in _calls(tree, IGNITE_CALLS):
         name = dotted(call.func) or ""
-        value = _keyword(call, NPROC)
+        node = _keyword(call, NPROC)
+        count = value(node)
         spread = any(k.arg is None for k in call.keywords)  # Parallel(backend=..., **spawn_kwargs)
-        if isinstance(value, ast.Constant):
-            if isinstance(value.value, int) and not isinstance(value.value, bool) and value.value >= 1:
-                return LibraryLaunch(f"the script calls {name}({NPROC}={value.value}) (line {call.lineno}): "
-                                     "Ignite starts the ranks itself")
-        elif (value is not None or spread) and given is not None:
+        if (node is not None and not isinstance(node, ast.Constant) or spread) and given is not None:
             return LibraryLaunch(f"the script calls {name}() (line {call.lineno}) and its arguments give "
                                  f"{NPROC} {given}: Ignite starts the ranks itself")
+        if node is not None and _count(count) >= 1:
+            return LibraryLaunch(f"the script calls {name}({_spelled(NPROC, node, count)}) (line {call.lineno}): "
+                                 "Ignite starts the ranks itself")
     return None
 
 
-def _accelerate(tree: ast.Module) -> LibraryLaunch | None:
+def _accelerate(tree: ast.Module, value: Evaluate) -> LibraryLaunch | None:
     """``notebook_launcher(function, args, num_processes=N)``: Accelerate starts N processes (elastic_launch on the
     CPU and on GPUs; accelerate/launchers.py), unless N is 1."""
     for call in _calls(tree, ("notebook_launcher",)):
-        value = _keyword(call, "num_processes")
-        if value is None and len(call.args) >= 3:
-            value = call.args[2]
-        if value is None or (isinstance(value, ast.Constant) and (not isinstance(value.value, int)
-                                                                  or value.value < 2)):
+        node = _keyword(call, "num_processes")
+        if node is None and len(call.args) >= 3:
+            node = call.args[2]
+        count = value(node)
+        if node is None or (count is not UNKNOWN and _count(count) < 2):
             continue  # not given (None: one process on the CPU), or one
         return LibraryLaunch(f"the script calls notebook_launcher() (line {call.lineno}): Accelerate starts the "
                              "ranks itself")
     return None
 
 
-def _detectron2(tree: ast.Module, args: Sequence[str]) -> LibraryLaunch | None:
+def _detectron2(tree: ast.Module, args: Sequence[str], value: Evaluate) -> LibraryLaunch | None:
     """detectron2's ``launch(main, num_gpus_per_machine, ...)`` (detectron2/engine/launch.py) starts that many
     processes when there is more than one in all; its tools give it ``args.num_gpus`` (``--num-gpus``, default 1)."""
     launchers = {a.asname or a.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
                  and (node.module or "").startswith(DETECTRON2) for a in node.names if a.name == "launch"}
     given = next((value for option, value in _options(args) if option in ("--num-gpus", "--num_gpus")), None)
     for call in _calls(tree, tuple(launchers)):
-        value = _keyword(call, "num_gpus_per_machine") or (call.args[1] if len(call.args) > 1 else None)
-        if isinstance(value, ast.Constant):
-            many = isinstance(value.value, int) and value.value > 1
+        count = value(_keyword(call, "num_gpus_per_machine") or (call.args[1] if len(call.args) > 1 else None))
+        if count is not UNKNOWN:
+            many = _count(count) > 1
         else:
             many = given is not None and given.isdigit() and int(given) > 1
         if many:
             return LibraryLaunch(f"the script calls detectron2's launch() (line {call.lineno}) for more than one "
                                  "GPU: detectron2 starts the ranks itself")
     return None
+
+
+def _count(value: object) -> int:
+    """A number of processes as the library reads it (an int, or a digit string from the arguments); 0 if none."""
+    if isinstance(value, bool):
+        return 0
+    if isinstance(value, int):
+        return value
+    return int(value) if isinstance(value, str) and value.isdigit() else 0
 
 
 def _options(args: Sequence[str]) -> list[tuple[str, str]]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import ast
 import operator
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 
 from ddpstudio.core.scriptargs import UNKNOWN, OptionValue, declared_options, option_values
@@ -84,6 +84,13 @@ def gate(tree: ast.Module, call: ast.AST, args: Sequence[str], supplied: Collect
         return None  # the options are declared elsewhere (or not at all): nothing to read them by
     script = _Script(tree, args, supplied)
     return _gate(script, call, MAX_CALLERS_DEPTH, set())
+
+
+def evaluator(tree: ast.Module, args: Sequence[str]) -> Callable[[ast.AST | None], object]:
+    """What an expression of the script is with these arguments, or UNKNOWN: a constant, a name assigned once
+    (``STRATEGY = "ddp_spawn"``), a parsed argument's value or its literal default (``args.strategy``)."""
+    script = _Script(tree, args, ())
+    return lambda node: UNKNOWN if node is None else _eval(script, node, _Reads(), 0)
 
 
 def _gate(script: _Script, node: ast.AST, depth: int, seen: set[str]) -> Gate | None:

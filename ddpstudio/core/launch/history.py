@@ -32,7 +32,9 @@ class HistoryWriter:
         self._gpus = plan.gpus  # the chosen GPUs (None: all): only their load is the run's
         self._fh = open(Path(run_dir) / rows.FILE_NAME, "a", encoding="utf-8", buffering=1)
         recipe = plan.recipe
-        self._write(rows.header(run_id=plan.run_id, t0=t0, world_size=plan.world_size,
+        # A spawn-style script starts its own ranks: how many is known once they join (result.json says it).
+        spawned = plan.script is not None and plan.script.style == "spawn"
+        self._write(rows.header(run_id=plan.run_id, t0=t0, world_size=None if spawned else plan.world_size,
                                 effective_batch=plan.effective_batch, origin=getattr(plan, "origin", "run"),
                                 backend=plan.backend, device=plan.device,
                                 model=recipe.model if recipe else None,

@@ -33,7 +33,7 @@ Row = list  # [metric, key, step, t, value]
 _MEASURED = frozenset({protocol.STEP, protocol.GLOBAL_STEP, EVAL})  # the types event_rows reads
 
 
-def header(*, run_id: str, t0: float, world_size: int, effective_batch: int | None, origin: str = "run",
+def header(*, run_id: str, t0: float, world_size: int | None, effective_batch: int | None, origin: str = "run",
            **extra: Any) -> dict[str, Any]:
     """The first line: ``t0`` (time.time() at the start) turns every row's ``t`` back into a date."""
     return {"history": FORMAT_VERSION, "run_id": run_id, "t0": t0, "world_size": world_size,
