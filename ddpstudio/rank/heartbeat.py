@@ -28,6 +28,12 @@ from ddpstudio.core.launch.hangwatch import beat_file, dump_request
 from ddpstudio.core.protocol import EVENTS_DIR_ENV, HEARTBEAT, HEARTBEAT_ENV, make_event
 
 FIRST_BEAT_S = 0.1  # until the first mark: the launcher judges only once every rank has beaten (hangwatch.py)
+# torch.compile at work: dynamo turning a frame into a graph (convert_frame.py, on a first call or a recompile)
+# or inductor compiling a graph (compile_fx.py's compile functions; its runtime wrappers are named otherwise, and
+# code already compiled runs with neither on the stack). nanoGPT compiles for about a minute, over the 45 s hang
+# timeout: a rank compiling is busy, not stuck (helper trial of 2026-12-08).
+COMPILING = (("torch/_dynamo/convert_frame.py", ""), ("torch/_inductor/compile_fx.py", "compile"))
+MAX_FRAMES = 400
 
 
 class Heartbeat:
@@ -38,6 +44,7 @@ class Heartbeat:
         self.phase = ""
         self.since: float | None = None  # time.monotonic() of the last mark; None before the first
         self.by_signal = False  # SIGUSR1 dumps this rank's stack (registered with faulthandler)
+        self.trainer: int | None = None  # the training thread's ident
 
     def mark(self, phase: str, step: int | None = None) -> None:
         """The rank enters ``phase`` (of ``step``): per-step code, so no I/O and no lock."""
@@ -47,6 +54,7 @@ class Heartbeat:
         self.since = time.monotonic()
 
     def start(self, rank: int, events_dir: str, interval: float) -> threading.Thread:
+        self.trainer = threading.get_ident()  # the thread that trains (and compiles): the one that marks
         thread = threading.Thread(target=self._beat, args=(rank, events_dir, interval),
                                   name="ddpstudio-heartbeat", daemon=True)
         thread.start()
@@ -58,8 +66,10 @@ class Heartbeat:
             while self.since is None:  # setting up: the first beat comes right after the first mark
                 time.sleep(min(interval, FIRST_BEAT_S))
             while True:  # the rank trains: where it is, and for how long it has been there
+                still = time.monotonic() - self.since
+                busy = {"compiling": True} if still >= interval and compiling(self.trainer) else {}
                 out.write(make_event(HEARTBEAT, rank=rank, step=self.step, phase=self.phase, by_signal=self.by_signal,
-                                     still_s=round(time.monotonic() - self.since, 3)).to_line() + "\n")
+                                     still_s=round(still, 3), **busy).to_line() + "\n")
                 if request.exists():
                     dump_stack()
                     request.unlink(missing_ok=True)
@@ -84,6 +94,21 @@ class Marked:
 
     def __getattr__(self, name: str):
         return getattr(self.loader, name)
+
+
+def compiling(thread: int | None) -> bool:
+    """Whether that thread is inside torch.compile's compiler now (looked at only once a rank has been still for
+    a beat: one look at its stack)."""
+    frame = sys._current_frames().get(thread) if thread is not None else None
+    for _ in range(MAX_FRAMES):
+        if frame is None:
+            return False
+        code = frame.f_code
+        name = code.co_filename.replace("\\", "/")
+        if any(name.endswith(path) and word in code.co_name for path, word in COMPILING):
+            return True
+        frame = frame.f_back
+    return False
 
 
 def dump_stack() -> None:

@@ -5,6 +5,10 @@
 - ``worker``: its DataLoader worker process sleeps for ever loading that step's batch, so the rank waits
   for data (the loader has one worker and no timeout, as DataLoader's defaults have it).
 Rank 0 goes on into the step's gradient exchange and waits there. Prints the loss each step.
+- ``compile``: not a hang. At that step every rank calls a function through ``torch.compile`` for the first
+  time, with a backend that takes its time (rank 1: 12 s, rank 0: 1 s), as inductor does for nanoGPT's model
+  (about a minute); then both train on, and rank 1 takes 8 s to exit after leaving its group (seen with
+  torch.compile's clean-up under load).
 """
 
 import os
@@ -45,7 +49,18 @@ opt = torch.optim.SGD(model.parameters(), lr=0.01)
 data = Numbers()
 loader = DataLoader(data, batch_size=BATCH, sampler=DistributedSampler(data, shuffle=False),
                     num_workers=1 if MODE == "worker" else 0)
+
+
+def slow_backend(graph, example_inputs):
+    """A torch.compile backend (the documented ``backend=`` callable) that compiles for a while."""
+    time.sleep(12 if HANGS else 1)
+    return graph.forward
+
+
+scaled = torch.compile(lambda t: t * 1.0, backend=slow_backend) if MODE == "compile" else None
 for step, (x, y) in enumerate(loader, start=1):
+    if scaled is not None and step == STEP:
+        x = scaled(x)
     loss = torch.nn.functional.mse_loss(model(x), y)
     if MODE == "sleep" and HANGS and step == STEP:
         time.sleep(1e6)
@@ -54,3 +69,5 @@ for step, (x, y) in enumerate(loader, start=1):
     opt.step()
     print(f"rank {rank} step {step} loss: {loss.item():.6f}", flush=True)
 dist.destroy_process_group()
+if MODE == "compile" and HANGS:
+    time.sleep(8)

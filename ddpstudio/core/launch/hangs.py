@@ -61,7 +61,8 @@ class RunHangs:
         if now - self._hang_look_t < self._hangs.interval / 2:
             return
         self._hang_look_t = now
-        live = {r.rank for r in self.ranks if r.exit_code is None}
+        # A rank that left its group is done training: its exit (a minute of torch.compile's clean-up, say) is no hang.
+        live = {r.rank for r in self.ranks if r.exit_code is None and not r.left}
         for rank in live:
             tail = self._beats.setdefault(rank, LineTail(beat_file(self.run.events_dir, rank)))
             for line in tail.read_lines():

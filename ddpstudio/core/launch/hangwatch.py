@@ -9,7 +9,7 @@ beats stopped coming. When the rank that stopped first has been still for the
 hang timeout and every other rank is still too (they wait for it), that rank
 is stuck. Only once every rank beats: before its first step a rank sets up
 (rank 0 downloads a data set while the others wait at a barrier), and that is
-not judged. Which one stopped first: the lowest step, then one that is not
+not judged; nor while a rank's beat says it is compiling (torch.compile). Which one stopped first: the lowest step, then one that is not
 waiting in an exchange, then the earliest to stop.
 """
 
@@ -63,6 +63,7 @@ class Beat:
     phase: str
     moved_t: float  # when the rank entered this phase: the beat's time minus the seconds it had been in it
     by_signal: bool = False  # SIGUSR1 dumps its stack (POSIX, faulthandler.register)
+    compiling: bool = False  # inside torch.compile's compiler (rank/heartbeat.py looks at its stack)
 
 
 @dataclass(frozen=True)
@@ -104,7 +105,7 @@ class HangWatch:
         if event.rank is None or not isinstance(still, (int, float)):
             return
         beat = Beat(int(event.get("step") or 0), str(event.get("phase") or ""), event.t - float(still),
-                    event.get("by_signal") is True)
+                    event.get("by_signal") is True, event.get("compiling") is True)
         before = self.beats.get(event.rank)
         if before is not None and beat.moved_t > before.moved_t + MOVED_S:
             self.named.discard(event.rank)  # it moved: a new stall is news again
@@ -120,6 +121,8 @@ class HangWatch:
         beats = {rank: beat for rank, beat in self.beats.items() if rank in live}
         if not beats or len(beats) < len(live):
             return None  # a rank that has not begun training yet: the others may wait for its setup
+        if any(b.compiling for b in beats.values()):
+            return None  # torch.compile at work (a minute is common): busy, and the others wait for it
         first = min(beats, key=lambda r: (beats[r].step, beats[r].phase in WAITING, beats[r].moved_t))
         beat = beats[first]
         if first in self.named or now - beat.moved_t < self.timeout:

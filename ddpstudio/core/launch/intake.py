@@ -76,10 +76,12 @@ class RankIntake:
                     r.torchless = True
                 elif ev.type == protocol.RANK_JOINED:
                     r.joined = r.in_group = True
+                    r.left = False
                     r.joined_rank = ev.rank
                     self._note_joined(r, ev)
                 elif ev.type == protocol.RANK_LEFT:
                     r.joined_pids.discard(ev.get("pid"))  # one after another (a sweep's runs) is no copy
+                    r.left = not r.joined_pids
                 elif ev.type == protocol.STEP:
                     if not took_step(r, ev):
                         continue

@@ -56,6 +56,7 @@ class RankProc:
     # by a first printed loss (a script that logs on rank 0 only has silent ranks that did join).
     watched: bool = False
     in_group: bool = False  # said rank_joined: initialised its process group
+    left: bool = False  # said rank_left (destroy_process_group) and has not joined again: done training
     joined_rank: int | None = None  # the rank it said it joined as (a spawn-style script's own process may be one)
     joined_pids: set = field(default_factory=set)  # the processes that joined as this rank (more than one: copies)
     seen_t: float | None = None  # when it was first seen from inside (watched, spoke or joined): past its imports
