@@ -39,6 +39,11 @@ def test_training_loss_lines_are_read(line, loss):
     ("{'eval_loss': 0.4123, 'eval_runtime': 3.2, 'epoch': 1.0}", 0.4123),
     ("{'eval_loss': '0.4123', 'eval_runtime': '3.2', 'epoch': '1'}", 0.4123),
     ("test_loss=264590.0", 264590.0),
+    # A training loss and a held-out one on one line: the evaluation (helper trial 2026-12-08, nanoGPT: its
+    # "train loss" there is estimated over eval batches; read as a step it took the place of iter 0's loss)
+    ("step 20: train loss 4.4400, val loss 4.4305", 4.4305),
+    ("313/313 - 2s - loss: 0.5312 - accuracy: 0.81 - val_loss: 0.6120 - val_accuracy: 0.78", 0.612),
+    ("epoch 3 | loss 1.25 | dev loss 1.5", 1.5),
 ])
 def test_validation_lines_are_evaluations_not_steps(line, loss):
     found = parse_loss(line)
@@ -60,6 +65,16 @@ def test_scraper_steps_only_move_forward():
     [found] = s.feed("loss: nan")
     assert found.step == 12 and math.isnan(found.loss)
     assert s.feed("nothing") == [] and s.flush() == []
+
+
+def test_nanogpts_evaluation_line_keeps_its_iterations_steps():
+    """nanoGPT prints ``step N: train loss X, val loss Y`` before iteration N trains. Read as a training step, it
+    took step N's place and the ``iter N`` line after it was dropped as the same step again (helper trial,
+    --no-rank-helper: steps 1, 21 and 41 were the estimates)."""
+    s = LossScraper()
+    assert s.feed("step 0: train loss 4.4647, val loss 4.4331") == [Scraped(0, 4.4331, eval=True)]
+    assert s.feed("iter 0: loss 4.4685, time 12.50ms, mfu -100.00%") == [Scraped(1, 4.4685)]
+    assert s.feed("iter 1: loss 4.4420, time 11.90ms, mfu -100.00%") == [Scraped(2, 4.442)]
 
 
 def test_an_evaluation_keeps_the_training_step_and_a_redrawn_bar_counts_once():
@@ -123,6 +138,8 @@ def test_progress_bar_redraws_are_read_at_every_update(tmp_path):
     "validated loss 0.3", "VAL_LOSS 0.9", "retest set loss 0.1", "test sets loss 0.1", "dev_loss 0.2",
     "step 3 val 4 loss 0.5", "it 3 loss 0.2", "iteration 9 loss 0.1", "| 3/9 [ loss 0.3", "[ 4/9] loss 0.4",
     "\u200bloss 0.5", "\u0130t 5 loss 0.5", "", " ", "loss", "val", "test",
+    "train loss 0.4, val loss 0.3", "loss 0.4 dev_loss 0.2", "loss 0.4 DE\u0056 loss 0.2", "loss 0.4 vaL loss 0.2",
+    "loss 0.4, device loss 0.1", "loss 0.4 te\u017ft_loss 0.2", "loss 0.4 retrain loss 0.2", "loss 0.5 val loss n/a",
 ])
 def test_the_first_looks_keep_exactly_the_full_patterns_matches(line, monkeypatch):
     from ddpstudio.core.launch import lossparse
@@ -131,6 +148,7 @@ def test_the_first_looks_keep_exactly_the_full_patterns_matches(line, monkeypatc
     # Without the cheap first looks (lossparse._LOSS_HINT, _EVAL_HINT): the full patterns on every line.
     monkeypatch.setattr(lossparse, "_LOSS_HINT", re.compile(""))
     monkeypatch.setattr(lossparse, "_EVAL_HINT", re.compile(""))
+    monkeypatch.setattr(lossparse, "_HELD_OUT_HINT", re.compile(""))
     assert found == parse_loss(line)
 
 

@@ -8,7 +8,8 @@ Hugging Face's ``{'loss': 0.53, 'learning_rate': ...}`` (Transformers 5 quotes t
 numbers: ``{'loss': '0.53', ...}``). Validation lines
 (ImageNet's ``Test: [..] Loss``, MNIST's ``Test set: Average loss:``,
 ``val_loss``, ``eval_loss``, ``validation loss``) are evaluations, not
-training steps. A step number is taken from ``step 12``, ``iter 7``, ``it 7``
+training steps, and so is a line that gives a held-out loss after a training
+one (nanoGPT's ``step 20: train loss 4.44, val loss 4.43``: the held-out one). A step number is taken from ``step 12``, ``iter 7``, ``it 7``
 or a tqdm bar's ``10/500 [``; otherwise (e.g. ``[ 10/500]``, which restarts
 every epoch) loss lines are numbered in order.
 
@@ -40,6 +41,8 @@ _EVAL_LINE = re.compile(r"^\W*(?:test|val|valid|validation|eval|evaluation)\b|\b
 # line without "loss", _LOSS's look-behind at every position costs about 8 times _LOSS_HINT.
 _LOSS_HINT = re.compile("loss", re.IGNORECASE)
 _EVAL_HINT = re.compile("test|val", re.IGNORECASE)  # "eval", "evaluation" and "validation" contain "val"
+_HELD_OUT_HINT = re.compile("test|val|dev", re.IGNORECASE)  # every held-out prefix of _LOSS contains one
+_TRAINING = ("", "train", "training")
 # The running average an AverageMeter prints after the value: "Loss 0.691 ( 0.684)", "loss: 5.0000 (3.0000)".
 _AVERAGE = re.compile(rf"\s*\(\s*(?P<average>{_PLAIN})\s*\)", re.IGNORECASE)
 _STEP = re.compile(r"(?:\bstep|\biter(?:ation)?|\bit)\s*[:=#]?\s*(?P<step>\d+)"
@@ -67,7 +70,19 @@ def parse_loss(line: str) -> Reading | None:
     except ValueError:
         return None
     prefix = (match.group("prefix") or "").strip(" _").lower()
-    is_eval = prefix not in ("", "train", "training") or (
+    if prefix in _TRAINING and _HELD_OUT_HINT.search(line, match.end()) is not None:
+        # "step 20: train loss 4.4400, val loss 4.4305" (nanoGPT), "loss: 0.53 - val_loss: 0.61" (Keras): a line
+        # that also gives a held-out loss is an evaluation (nanoGPT's train loss there is an estimate over eval
+        # batches, not a step), and its value is the held-out one.
+        for later in _LOSS.finditer(line, match.end()):
+            held_out = (later.group("prefix") or "").strip(" _").lower()
+            if held_out not in _TRAINING:
+                try:
+                    match, prefix, loss = later, held_out, float(later.group("value").replace(",", ""))
+                except ValueError:
+                    pass
+                break
+    is_eval = prefix not in _TRAINING or (
         prefix == "" and _EVAL_HINT.search(line) is not None and _EVAL_LINE.search(line) is not None)
     step_match = _STEP.search(line)
     step = batch = None
