@@ -42,6 +42,41 @@ def test_missing_script(studio_home):
     assert_nothing_started(studio_home)
 
 
+def test_a_script_named_first_is_the_script_and_other_words_say_how_to_give_one(studio_home, tmp_path):
+    """Helper trial of 2026-12-08: ``ddpstudio run train.py --world-size 2 -- --max_iters=2`` (as python and
+    torchrun take it) printed the top-level usage and "unrecognized arguments: -- --max_iters=2"."""
+    from ddpstudio.cli.main import _parser
+    from ddpstudio.cli.run import positional_script
+
+    args, extra = _parser().parse_known_args(["run", "train.py", "--world-size", "2", "--", "--max_iters=2"])
+    assert extra == ["--", "--max_iters=2"]  # what cli/main.py hands on to the script
+    args.script_args += extra[1:]
+    assert positional_script(args) is None and (args.script, args.script_args) == ("train.py", ["--max_iters=2"])
+    # a missing one: the one error of --script's, and no style line read from a file that is not there
+    res = ddpstudio("run", str(tmp_path / "train.py"), "--world-size", "2", "--", "--max_iters=2")
+    assert_rejected(res, "does not exist", "train.py")
+    assert "script style" not in res.stderr
+    assert_rejected(ddpstudio("run", "imagenet", "--world-size", "2"), "unexpected arguments 'imagenet'",
+                    "a script is given with --script")
+    # the script's own options before "--" are not DDP Studio's
+    assert_rejected(ddpstudio("run", "train.py", "--max_iters=2"), "unrecognized arguments: --max_iters=2",
+                    "a script's own arguments go after --")
+    assert_nothing_started(studio_home)
+
+
+def test_a_reader_that_closed_the_pipe_gets_no_traceback(studio_home):
+    """``ddpstudio runs --json | head`` (helper trial 2026-12-08): the reader gone, the command ended with a
+    BrokenPipeError traceback. It ends with exit 1 and nothing on stderr."""
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before anything is written
+    try:
+        res = subprocess.run([sys.executable, "-m", "ddpstudio", "runs", "--json"], stdout=write,
+                             stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL, timeout=120)
+    finally:
+        os.close(write)
+    assert (res.returncode, res.stderr) == (1, "")
+
+
 def test_missing_data_directory(studio_home, tmp_path):
     assert_rejected(ddpstudio("run", "--data", str(tmp_path / "nope")), "does not exist")
     assert_nothing_started(studio_home)

@@ -182,6 +182,18 @@ def test_hints_recognise_the_known_failures():
     assert 'raise RuntimeError("Nccl backend is required but no cuda capable devices")' in \
         Path(ignite_native.__file__).read_text(encoding="utf-8")
     assert keys("RuntimeError: Nccl backend is required but no cuda capable devices") == ["library_nccl"]
+    # DistributedDataParallel(model, device_ids=[local_rank]) with the model on the CPU (nanoGPT patched to the
+    # CPU, helper trial 2026-12-08): torch's own message, with the set of the module's devices as Python shows it
+    import torch.nn.parallel.distributed as ddp_source
+
+    assert '"only work with single-device/multiple-device GPU modules or CPU modules, "' in \
+        Path(ddp_source.__file__).read_text(encoding="utf-8")
+    devices = {torch.device("cpu")}
+    cpu_ddp = ("ValueError: DistributedDataParallel device_ids and output_device arguments only work with "
+               "single-device/multiple-device GPU modules or CPU modules, but got device_ids [0], output_device "
+               f"None, and module parameters {devices}.")
+    assert keys(cpu_ddp) == ["cpu_device_ids"]
+    assert keys(cpu_ddp.replace(str(devices), str({torch.device("cuda", 0), torch.device("cuda", 1)}))) == []
     assert low_load_hint(20.0, None).key == "low_gpu_load"
     assert low_load_hint(90.0, 0.5).key == "data_wait"
     assert low_load_hint(90.0, 0.01) is None and low_load_hint(None, None) is None

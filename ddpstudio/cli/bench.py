@@ -103,8 +103,9 @@ def main(args: argparse.Namespace) -> int:
     module_problem = run_cli.module_as_script(args)
     if module_problem:
         return run_cli.fail(module_problem)
-    if args.script_args and not args.script:
-        return run_cli.fail(f"unexpected arguments {' '.join(args.script_args)!r}; script arguments need --script")
+    script_problem = run_cli.positional_script(args)
+    if script_problem:
+        return run_cli.fail(script_problem)
     try:
         config = build_config(args)
     except ValueError as exc:

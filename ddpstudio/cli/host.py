@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from ddpstudio.cli.nodes import add_node_arguments, choose, label, launch_node
-from ddpstudio.cli.run import _on_claimed_path, fail, plan_or_exit
+from ddpstudio.cli.run import _on_claimed_path, fail, plan_or_exit, positional_script
 
 
 def _run_options() -> argparse.ArgumentParser:
@@ -53,8 +53,9 @@ def main(args: argparse.Namespace) -> int:
     if args.store_path and args.port is not None:
         return fail("--port is for the host's TCP store; with --store-path the machines meet at the shared "
                     "folder's file: leave --port out")
-    if args.script_args and not args.script:
-        return fail(f"unexpected arguments {' '.join(args.script_args)!r}; script arguments need --script")
+    script_problem = positional_script(args)
+    if script_problem:
+        return fail(script_problem)
     if args.script and args.store_path:
         return fail("your own script across machines meets at this machine's port (its ranks use "
                     "MASTER_ADDR/MASTER_PORT or the host's URL); leave out --store-path")

@@ -93,10 +93,25 @@ def main(argv: list[str] | None = None) -> int:
         return _main(argv)
     except KeyboardInterrupt:
         return _stopped()
+    except BrokenPipeError:
+        return _reader_gone()
     except Exception:
         if _interrupted:
             return _stopped()
         raise
+
+
+def _reader_gone() -> int:
+    """``ddpstudio runs --json | head``: the reader closed the pipe. What it did not read is of no one's use; a
+    traceback would be noise. Python's own advice (the signal module's notes on SIGPIPE): point stdout at the
+    null device, so the flush at exit does not fail again, and end as a command whose output was cut does."""
+    import os
+
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    return 1
 
 
 def _stopped() -> int:
@@ -129,7 +144,15 @@ def _main(argv: list[str] | None = None) -> int:
     if not argv:
         return gui_main()
     parser = _parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra and extra[0] == "--" and hasattr(args, "script_args"):
+        # "ddpstudio run train.py --world-size 2 -- --lr 0.1": argparse takes train.py as the script's arguments
+        # and leaves what follows "--" over (one positional list cannot be filled twice): all the script's.
+        args.script_args += extra[1:]
+    elif extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}" + (
+            "; a script's own arguments go after -- (ddpstudio run --script train.py -- --lr 0.1)"
+            if hasattr(args, "script_args") else ""))
     if args.command is None:
         parser.print_help()
         return 2

@@ -13,6 +13,8 @@ from ddpstudio.core.batchbalance import BALANCE_CHOICES
 from ddpstudio.core.launch.hangwatch import ON_HANG
 from ddpstudio.core.plan import DEFAULT_DIST_ARGS, DEFAULT_SPAWN_ARGS, LR_SCHEDULES, RecipeSpec, ScriptSpec
 
+SCRIPT_SUFFIXES = (".py", ".pyw")  # a first argument with one of these is the script (positional_script)
+
 EXIT_BAD_INPUT = 2
 DEMO_STEPS = 40
 EXIT_HELP = ("exit status: 0 finished, 1 failed, 2 bad input (nothing started), 3 stopped, "
@@ -31,7 +33,8 @@ def add_parser(sub) -> None:
     what.add_argument("--data", metavar="DIR", help="an ImageFolder directory or a folder holding CIFAR-10")
     what.add_argument("--dataset", choices=("synthetic", "folder", "cifar10"),
                       help="data source (default: synthetic, or guessed from --data)")
-    what.add_argument("--script", metavar="PATH", help="run your own training script instead")
+    what.add_argument("--script", metavar="PATH", help="run your own training script instead (naming it first works too: "
+                        "ddpstudio run train.py -- its arguments)")
     what.add_argument("--module", metavar="NAME",
                       help="run your own script as a module of its package, as python -m NAME and torchrun -m "
                            "do: found from the working folder (mypkg.train is mypkg/train.py there). A --script "
@@ -200,6 +203,19 @@ def module_as_script(args: argparse.Namespace) -> str | None:
     return None
 
 
+def positional_script(args: argparse.Namespace) -> str | None:
+    """``ddpstudio run train.py -- --lr 0.1``: a first argument that names a Python file is the script, as it is for
+    python and torchrun; the problem in words when the arguments name none."""
+    if not args.script_args or args.script:
+        return None
+    first = args.script_args[0]
+    if os.path.splitext(first)[1].lower() in SCRIPT_SUFFIXES:
+        args.script, args.script_args = first, args.script_args[1:]
+        return None
+    return (f"unexpected arguments {' '.join(args.script_args)!r}: a script is given with --script, its own "
+            "arguments after -- (ddpstudio run --script train.py -- --lr 0.1)")
+
+
 def gpu_list(raw: str | None) -> tuple[str, ...] | None:
     """``--gpus 0, 2`` as its items; the policy says what is wrong with one (core/gpu/selection.py)."""
     if raw is None:
@@ -214,6 +230,8 @@ def chosen_style(script: str, script_args: list[str], template_given: bool = Fal
     from ddpstudio.core.scriptstyle import StyleSuggestion, args_style_why, read_source, suggest_style
 
     source = read_source(script)
+    if source is None:
+        return "args"  # cannot be read: the plan's checks say why, and a style line before that would mislead
     suggestion = suggest_style(source, script_args, script)
     if suggestion is None or (suggestion.style == "env" and template_given):
         suggestion = StyleSuggestion("args", args_style_why(source, template_given))
@@ -283,8 +301,9 @@ def main(args: argparse.Namespace) -> int:
     module_problem = module_as_script(args)
     if module_problem:
         return fail(module_problem)
-    if args.script_args and not args.script:
-        return fail(f"unexpected arguments {' '.join(args.script_args)!r}; script arguments need --script")
+    script_problem = positional_script(args)
+    if script_problem:
+        return fail(script_problem)
     if args.one_gpu_per_rank and not args.script:
         return fail("--one-gpu-per-rank is for your own script (--script): the built-in recipe already gives "
                     "each rank its own GPU")

@@ -133,6 +133,12 @@ _RULES: tuple[tuple[Hint, tuple[str, ...]], ...] = (
           "(torchvision's reference scripts call torch.cuda.set_device whenever they run distributed): the "
           "traceback names the line that asks for CUDA."),
      ("found no nvidia driver on your system", "no cuda gpus are available")),  # c10/cuda's words
+    (Hint("cpu_device_ids", "DistributedDataParallel was given a GPU for a model on the CPU",
+          "The script wraps its model with DistributedDataParallel(model, device_ids=[...]), and the model is on "
+          "the CPU: device_ids name GPUs. On the CPU leave device_ids out (or give None); keep them where the "
+          "model is on a GPU (nanoGPT and the DDP tutorials pass device_ids=[local_rank] always): the traceback "
+          "names the line."),
+     ("and module parameters {device(type='cpu')}",)),  # torch/nn/parallel/distributed.py, a model all on the CPU
     (Hint("lightning_devices", "Lightning's devices do not match the ranks",
           "The script's Lightning Trainer is given a number of devices (times num_nodes) that is not the number "
           "of ranks DDP Studio started, and Lightning refuses to train. Make them agree: set Ranks "
