@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import sys
 
 from ddpstudio import __version__
@@ -95,10 +96,22 @@ def main(argv: list[str] | None = None) -> int:
         return _stopped()
     except BrokenPipeError:
         return _reader_gone()
-    except Exception:
+    except Exception as exc:
         if _interrupted:
             return _stopped()
+        if isinstance(exc, OSError) and exc.errno == errno.EINVAL and _stdout_gone():
+            return _reader_gone()  # Windows says EINVAL for a closed pipe at times (cpython #79935, open)
         raise
+
+
+def _stdout_gone() -> bool:
+    """Whether standard output cannot take what it holds: a failed write leaves its bytes buffered, so the
+    flush tries the pipe again."""
+    try:
+        sys.stdout.flush()
+        return False
+    except (OSError, ValueError, AttributeError):
+        return True
 
 
 def _reader_gone() -> int:
