@@ -39,11 +39,10 @@ def test_training_loss_lines_are_read(line, loss):
     ("{'eval_loss': 0.4123, 'eval_runtime': 3.2, 'epoch': 1.0}", 0.4123),
     ("{'eval_loss': '0.4123', 'eval_runtime': '3.2', 'epoch': '1'}", 0.4123),
     ("test_loss=264590.0", 264590.0),
-    # A training loss and a held-out one on one line: the evaluation (helper trial 2026-12-08, nanoGPT: its
-    # "train loss" there is estimated over eval batches; read as a step it took the place of iter 0's loss)
+    # A training loss and a held-out one on a line that names its step: the evaluation (helper trial 2026-12-08,
+    # nanoGPT: its "train loss" there is estimated over eval batches; read as a step it took iter 0's place)
     ("step 20: train loss 4.4400, val loss 4.4305", 4.4305),
-    ("313/313 - 2s - loss: 0.5312 - accuracy: 0.81 - val_loss: 0.6120 - val_accuracy: 0.78", 0.612),
-    ("epoch 3 | loss 1.25 | dev loss 1.5", 1.5),
+    ("iter 500 | train loss 2.10 | val loss 2.31", 2.31),
 ])
 def test_validation_lines_are_evaluations_not_steps(line, loss):
     found = parse_loss(line)
@@ -65,6 +64,23 @@ def test_scraper_steps_only_move_forward():
     [found] = s.feed("loss: nan")
     assert found.step == 12 and math.isnan(found.loss)
     assert s.feed("nothing") == [] and s.flush() == []
+
+
+@pytest.mark.parametrize("line, loss, held_out", [
+    ("Epoch 3: train_loss=0.52, val_loss=0.61", 0.52, 0.61),
+    ("313/313 - 2s - loss: 0.5312 - accuracy: 0.81 - val_loss: 0.6120 - val_accuracy: 0.78", 0.5312, 0.612),  # Keras
+    ("epoch 3 | loss 1.25 | dev loss 1.5", 1.25, 1.5),
+    # a progress bar's postfix keeps the last evaluation's value on every update: a step only
+    ("Epoch 1:  50%|#####     | 15/30 [00:00<00:00, 20.00it/s, v_num=0, train_loss=0.500, val_loss=0.400]", 0.5, None),
+])
+def test_a_summary_line_with_a_held_out_loss_is_a_step_and_an_evaluation(line, loss, held_out):
+    found = parse_loss(line)
+    assert found is not None and not found.eval and found.loss == pytest.approx(loss)
+    assert found.held_out == (pytest.approx(held_out) if held_out is not None else None)
+    s = LossScraper()
+    s.feed("step 6 loss 0.9")
+    expected = [Scraped(found.step or 7, loss)] + ([Scraped(found.step or 7, held_out, eval=True)] if held_out else [])
+    assert s.feed(line) == expected
 
 
 def test_nanogpts_evaluation_line_keeps_its_iterations_steps():
@@ -138,7 +154,8 @@ def test_progress_bar_redraws_are_read_at_every_update(tmp_path):
     "validated loss 0.3", "VAL_LOSS 0.9", "retest set loss 0.1", "test sets loss 0.1", "dev_loss 0.2",
     "step 3 val 4 loss 0.5", "it 3 loss 0.2", "iteration 9 loss 0.1", "| 3/9 [ loss 0.3", "[ 4/9] loss 0.4",
     "\u200bloss 0.5", "\u0130t 5 loss 0.5", "", " ", "loss", "val", "test",
-    "train loss 0.4, val loss 0.3", "loss 0.4 dev_loss 0.2", "loss 0.4 DE\u0056 loss 0.2", "loss 0.4 vaL loss 0.2",
+    "train loss 0.4, val loss 0.3", "step 4 train loss 0.4, val loss 0.3", "| 3/9 [ loss 0.4 val_loss 0.2",
+    "loss 0.4 dev_loss 0.2", "loss 0.4 DE\u0056 loss 0.2", "loss 0.4 vaL loss 0.2",
     "loss 0.4, device loss 0.1", "loss 0.4 te\u017ft_loss 0.2", "loss 0.4 retrain loss 0.2", "loss 0.5 val loss n/a",
 ])
 def test_the_first_looks_keep_exactly_the_full_patterns_matches(line, monkeypatch):

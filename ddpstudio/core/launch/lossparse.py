@@ -8,8 +8,11 @@ Hugging Face's ``{'loss': 0.53, 'learning_rate': ...}`` (Transformers 5 quotes t
 numbers: ``{'loss': '0.53', ...}``). Validation lines
 (ImageNet's ``Test: [..] Loss``, MNIST's ``Test set: Average loss:``,
 ``val_loss``, ``eval_loss``, ``validation loss``) are evaluations, not
-training steps, and so is a line that gives a held-out loss after a training
-one (nanoGPT's ``step 20: train loss 4.44, val loss 4.43``: the held-out one). A step number is taken from ``step 12``, ``iter 7``, ``it 7``
+training steps. A line that gives a held-out loss after a training one is
+both a step and an evaluation (``Epoch 3: train_loss=0.52, val_loss=0.61``),
+or, where it names a step, an evaluation alone (nanoGPT's ``step 20: train
+loss 4.44, val loss 4.43``, whose train loss is an estimate); a progress
+bar's postfix (Lightning's ``train_loss=..., val_loss=...``) is a step only. A step number is taken from ``step 12``, ``iter 7``, ``it 7``
 or a tqdm bar's ``10/500 [``; otherwise (e.g. ``[ 10/500]``, which restarts
 every epoch) loss lines are numbered in order.
 
@@ -58,6 +61,7 @@ class Reading(NamedTuple):
     step: int | None = None
     eval: bool = False
     batch: int | None = None
+    held_out: float | None = None  # a training line's held-out loss too ("Epoch 3: train_loss=0.52, val_loss=0.61")
 
 
 def parse_loss(line: str) -> Reading | None:
@@ -70,21 +74,19 @@ def parse_loss(line: str) -> Reading | None:
     except ValueError:
         return None
     prefix = (match.group("prefix") or "").strip(" _").lower()
-    if prefix in _TRAINING and _HELD_OUT_HINT.search(line, match.end()) is not None:
-        # "step 20: train loss 4.4400, val loss 4.4305" (nanoGPT), "loss: 0.53 - val_loss: 0.61" (Keras): a line
-        # that also gives a held-out loss is an evaluation (nanoGPT's train loss there is an estimate over eval
-        # batches, not a step), and its value is the held-out one.
-        for later in _LOSS.finditer(line, match.end()):
-            held_out = (later.group("prefix") or "").strip(" _").lower()
-            if held_out not in _TRAINING:
-                try:
-                    match, prefix, loss = later, held_out, float(later.group("value").replace(",", ""))
-                except ValueError:
-                    pass
-                break
+    step_match = _STEP.search(line)
+    held_out = None
+    if prefix in _TRAINING and _HELD_OUT_HINT.search(line, match.end()) is not None \
+            and not (step_match is not None and step_match.group("bar")):  # a bar's postfix: the last one, stale
+        later = _held_out(line, match.end())
+        if later is not None and step_match is not None and step_match.group("step"):
+            # "step 20: train loss 4.4400, val loss 4.4305" (nanoGPT): an evaluation at a step the iterations
+            # count; its train loss is an estimate over evaluation batches, not a step
+            match, prefix, loss = later
+        elif later is not None:
+            held_out = later[2]  # "Epoch 3: train_loss=0.52, val_loss=0.61" (Keras' "- val_loss: 0.61"): both
     is_eval = prefix not in _TRAINING or (
         prefix == "" and _EVAL_HINT.search(line) is not None and _EVAL_LINE.search(line) is not None)
-    step_match = _STEP.search(line)
     step = batch = None
     if step_match and (step_match.group("step") or step_match.group("bar")):
         step = int(step_match.group("step") or step_match.group("bar"))
@@ -95,7 +97,19 @@ def parse_loss(line: str) -> Reading | None:
             loss = float(average.group("average").replace(",", ""))  # the pass so far, not this batch alone
         except ValueError:
             pass
-    return Reading(loss, step, is_eval, batch)
+    return Reading(loss, step, is_eval, batch, held_out)
+
+
+def _held_out(line: str, start: int) -> tuple[re.Match, str, float] | None:
+    """The first held-out loss after ``start``: its match, prefix and value."""
+    for later in _LOSS.finditer(line, start):
+        prefix = (later.group("prefix") or "").strip(" _").lower()
+        if prefix not in _TRAINING:
+            try:
+                return later, prefix, float(later.group("value").replace(",", ""))
+            except ValueError:
+                return None
+    return None
 
 
 class Scraped(NamedTuple):
@@ -137,6 +151,9 @@ class LossScraper:
         done = self.flush()
         self._named = found.step
         self.step = found.step if found.step is not None and found.step > self.step else self.step + 1
+        if found.held_out is not None:  # the same line's evaluation, at the step it closes
+            held = found.held_out if math.isfinite(found.held_out) else float("nan")
+            return [*done, Scraped(self.step, loss), Scraped(self.step, held, eval=True, at=at)]
         return [*done, Scraped(self.step, loss)]
 
     def flush(self) -> list[Scraped]:
