@@ -70,17 +70,35 @@ def test_scraper_steps_only_move_forward():
     ("Epoch 3: train_loss=0.52, val_loss=0.61", 0.52, 0.61),
     ("313/313 - 2s - loss: 0.5312 - accuracy: 0.81 - val_loss: 0.6120 - val_accuracy: 0.78", 0.5312, 0.612),  # Keras
     ("epoch 3 | loss 1.25 | dev loss 1.5", 1.25, 1.5),
-    # a progress bar's postfix keeps the last evaluation's value on every update: a step only
-    ("Epoch 1:  50%|#####     | 15/30 [00:00<00:00, 20.00it/s, v_num=0, train_loss=0.500, val_loss=0.400]", 0.5, None),
 ])
 def test_a_summary_line_with_a_held_out_loss_is_a_step_and_an_evaluation(line, loss, held_out):
     found = parse_loss(line)
     assert found is not None and not found.eval and found.loss == pytest.approx(loss)
-    assert found.held_out == (pytest.approx(held_out) if held_out is not None else None)
+    assert found.held_out == pytest.approx(held_out) and not found.bar
     s = LossScraper()
     s.feed("step 6 loss 0.9")
     expected = [Scraped(found.step or 7, loss)] + ([Scraped(found.step or 7, held_out, eval=True)] if held_out else [])
     assert s.feed(line) == expected
+
+
+def test_a_progress_bars_held_out_loss_is_an_evaluation_where_it_changes():
+    """Lightning's TQDM bar with ``self.log("val_loss", prog_bar=True)``: every update after the first validation
+    shows ``val_loss=...``, the last evaluation's. Lines as Lightning 2.6.6 drew them (a real run, 3 epochs of 8
+    steps, one validation after each): one evaluation per validation, at the epoch's last step."""
+    bar = "Epoch {e}: {pct:>3}%|##########| {n}/8 [00:00<00:00, 359.45it/s, train_loss={t}{v}]"
+    lines = []
+    for epoch, val in enumerate(("0.107", "0.00426", "0.000193")):
+        before = "" if epoch == 0 else f", val_loss={('0.107', '0.00426')[epoch - 1]}"
+        lines.append(bar.format(e=epoch, pct=0, n=0, t="0.160", v=before))
+        for n in range(1, 9):
+            lines += [bar.format(e=epoch, pct=n * 12, n=n, t=f"0.{n}1", v=before),
+                      bar.format(e=epoch, pct=n * 12, n=n, t=f"0.{n}2", v=before)]
+        lines += [bar.format(e=epoch, pct=100, n=8, t="0.82", v=f", val_loss={val}")] * 2
+    s = LossScraper()
+    found = [f for line in lines for f in s.feed(line)]
+    assert [(f.step, f.loss) for f in found if f.eval] == [(8, 0.107), (16, 0.00426), (24, 0.000193)]
+    assert [f.step for f in found if not f.eval] == list(range(1, 25))  # a step per bar count, none at 0/8
+    assert parse_loss(lines[-1]).bar and not parse_loss("Epoch 3: train_loss=0.5, val_loss=0.6").bar
 
 
 def test_nanogpts_evaluation_line_keeps_its_iterations_steps():

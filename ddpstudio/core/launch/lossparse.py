@@ -11,8 +11,9 @@ numbers: ``{'loss': '0.53', ...}``). Validation lines
 training steps. A line that gives a held-out loss after a training one is
 both a step and an evaluation (``Epoch 3: train_loss=0.52, val_loss=0.61``),
 or, where it names a step, an evaluation alone (nanoGPT's ``step 20: train
-loss 4.44, val loss 4.43``, whose train loss is an estimate); a progress
-bar's postfix (Lightning's ``train_loss=..., val_loss=...``) is a step only. A step number is taken from ``step 12``, ``iter 7``, ``it 7``
+loss 4.44, val loss 4.43``, whose train loss is an estimate). A progress
+bar's postfix (Lightning's ``train_loss=..., val_loss=...``) shows the last
+evaluation on every update: an evaluation only where that value changes. A step number is taken from ``step 12``, ``iter 7``, ``it 7``
 or a tqdm bar's ``10/500 [``; otherwise (e.g. ``[ 10/500]``, which restarts
 every epoch) loss lines are numbered in order.
 
@@ -62,6 +63,7 @@ class Reading(NamedTuple):
     eval: bool = False
     batch: int | None = None
     held_out: float | None = None  # a training line's held-out loss too ("Epoch 3: train_loss=0.52, val_loss=0.61")
+    bar: bool = False  # a progress bar's line: a held-out loss in its postfix is the last evaluation's, on every update
 
 
 def parse_loss(line: str) -> Reading | None:
@@ -76,10 +78,10 @@ def parse_loss(line: str) -> Reading | None:
     prefix = (match.group("prefix") or "").strip(" _").lower()
     step_match = _STEP.search(line)
     held_out = None
-    if prefix in _TRAINING and _HELD_OUT_HINT.search(line, match.end()) is not None \
-            and not (step_match is not None and step_match.group("bar")):  # a bar's postfix: the last one, stale
+    bar = step_match is not None and step_match.group("bar") is not None
+    if prefix in _TRAINING and _HELD_OUT_HINT.search(line, match.end()) is not None:
         later = _held_out(line, match.end())
-        if later is not None and step_match is not None and step_match.group("step"):
+        if later is not None and not bar and step_match is not None and step_match.group("step"):
             # "step 20: train loss 4.4400, val loss 4.4305" (nanoGPT): an evaluation at a step the iterations
             # count; its train loss is an estimate over evaluation batches, not a step
             match, prefix, loss = later
@@ -97,7 +99,7 @@ def parse_loss(line: str) -> Reading | None:
             loss = float(average.group("average").replace(",", ""))  # the pass so far, not this batch alone
         except ValueError:
             pass
-    return Reading(loss, step, is_eval, batch, held_out)
+    return Reading(loss, step, is_eval, batch, held_out, bar)
 
 
 def _held_out(line: str, start: int) -> tuple[re.Match, str, float] | None:
@@ -110,6 +112,10 @@ def _held_out(line: str, start: int) -> tuple[re.Match, str, float] | None:
             except ValueError:
                 return None
     return None
+
+
+def _finite(value: float) -> float:
+    return value if math.isfinite(value) else float("nan")
 
 
 class Scraped(NamedTuple):
@@ -132,6 +138,7 @@ class LossScraper:
     def __init__(self) -> None:
         self.step = 0
         self._named: int | None = None  # the step the last training line named
+        self._postfix: float | None = None  # the held-out loss a progress bar showed last
         self._pass: tuple[int, Scraped] | None = None  # an evaluation pass going on: (its last batch, its value)
 
     def feed(self, line: str, at: tuple[str, int] | None = None) -> list[Scraped]:
@@ -146,15 +153,26 @@ class LossScraper:
             done = self.flush() if self._pass is not None and found.batch <= self._pass[0] else []
             self._pass = (found.batch, Scraped(self.step, loss, eval=True, at=at))
             return done
-        if found.step is not None and found.step == self._named:
-            return []  # the same step again (a progress bar redrawn): counted once
+        if found.step is not None and (found.step == self._named or (found.bar and found.step == 0)):
+            # the same step again (a progress bar redrawn), or a bar at 0/N (a new epoch's, showing the last
+            # step's loss): counted once, but an evaluation that ended meanwhile shows in a bar's postfix
+            return self._postfix_changed(found, at)
         done = self.flush()
         self._named = found.step
         self.step = found.step if found.step is not None and found.step > self.step else self.step + 1
+        if found.bar:
+            return [*done, Scraped(self.step, loss), *self._postfix_changed(found, at)]
         if found.held_out is not None:  # the same line's evaluation, at the step it closes
-            held = found.held_out if math.isfinite(found.held_out) else float("nan")
-            return [*done, Scraped(self.step, loss), Scraped(self.step, held, eval=True, at=at)]
+            return [*done, Scraped(self.step, loss), Scraped(self.step, _finite(found.held_out), eval=True, at=at)]
         return [*done, Scraped(self.step, loss)]
+
+    def _postfix_changed(self, found: Reading, at: tuple[str, int] | None) -> list[Scraped]:
+        """A progress bar's held-out loss that differs from the one it showed before: an evaluation has just ended
+        (Lightning's ``val_loss=...`` after its validation), at the step the bar is on."""
+        if not found.bar or found.held_out is None or found.held_out == self._postfix:
+            return []
+        self._postfix = found.held_out
+        return [Scraped(self.step, _finite(found.held_out), eval=True, at=at)]
 
     def flush(self) -> list[Scraped]:
         """The evaluation pass still held, if any (its last line's running average)."""
