@@ -13,9 +13,10 @@ both a step and an evaluation (``Epoch 3: train_loss=0.52, val_loss=0.61``),
 or, where it names a step, an evaluation alone (nanoGPT's ``step 20: train
 loss 4.44, val loss 4.43``, whose train loss is an estimate). A progress
 bar's postfix (Lightning's ``train_loss=..., val_loss=...``) shows the last
-evaluation on every update: an evaluation only where that value changes. A step number is taken from ``step 12``, ``iter 7``, ``it 7``
-or a tqdm bar's ``10/500 [``; otherwise (e.g. ``[ 10/500]``, which restarts
-every epoch) loss lines are numbered in order.
+evaluation on every update: an evaluation only where that value changes. A
+step number is taken from ``step 12``, ``iter 7``, ``it 7`` or a tqdm bar's
+``10/500 [``; otherwise (e.g. ``[ 10/500]``, which restarts every epoch) loss
+lines are numbered in order.
 
 An evaluation printed batch by batch (``Test: [ 3/10] ... Loss 0.69 (0.68)``:
 ImageNet's example, timm, torchvision's references) is one evaluation: its
