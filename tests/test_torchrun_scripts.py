@@ -297,3 +297,11 @@ def test_an_accelerate_script_on_the_cpu_is_told_to_use_it_so_its_ranks_train_to
     monkeypatch.delenv(ACCELERATE_CPU)
     script.write_text("import torch.distributed as dist\ndist.init_process_group('gloo')\n", encoding="utf-8")
     assert ACCELERATE_CPU not in build_plan(request, LINUX, cpu, interfaces={}).env  # not an Accelerate script
+    # Transformers' Trainer builds Accelerate's state itself (training_args.py _setup_devices: cpu only with
+    # --use_cpu or ACCELERATE_USE_CPU): without either each rank trained alone, world_size 1 (2026-12-08, a
+    # Trainer script with HfArgumentParser, under torchrun and DDP Studio alike)
+    script.write_text("from transformers import HfArgumentParser, Trainer, TrainingArguments\n", encoding="utf-8")
+    plan = build_plan(request, LINUX, cpu, interfaces={})
+    assert plan.env[ACCELERATE_CPU] == "1" and (
+        f"{ACCELERATE_CPU}=1 for every rank: the script uses Transformers' Trainer (built on Accelerate), which joins "
+        "the ranks on a machine without GPUs only when told to use the CPU (each rank would train alone)") in plan.reasons

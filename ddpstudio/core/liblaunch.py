@@ -54,7 +54,7 @@ def library_launch(tree: ast.Module | None, args: Sequence[str] = (), cwd: str |
     ``cwd``, the folder the script runs in), or None."""
     if tree is None:
         return None
-    imported = _imported_roots(tree)
+    imported = imported_roots(tree)
     if not imported & {*LIGHTNING, IGNITE, ACCELERATE, DETECTRON2}:
         return None
     value = evaluator(tree, args)
@@ -79,7 +79,8 @@ def spawn_strategy(name: object) -> bool:
     return isinstance(name, str) and any(name == s or name.startswith(s + "_") for s in SPAWN_STRATEGIES)
 
 
-def _imported_roots(tree: ast.Module) -> set[str]:
+def imported_roots(tree: ast.Module) -> set[str]:
+    """The top-level packages the script imports (absolute imports only)."""
     roots = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):

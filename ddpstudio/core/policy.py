@@ -300,10 +300,11 @@ def build_plan(request: Request, platform: Platform, machine: Machine,
         # A script's init_process_group("nccl") gets Gloo (rank/ncclswap.py): Windows has no NCCL, and a run
         # on the CPU has no GPU for it ("ProcessGroupNCCL is only supported with GPUs, no GPUs found!").
         env[NO_NCCL_ENV] = NO_NCCL_WINDOWS if platform.is_windows else NO_NCCL_NO_GPU
-    if script is not None and device == "cpu" and _accelerate_stays_alone(tree, style):
+    accelerate = _accelerate_stays_alone(tree, style) if script is not None and device == "cpu" else None
+    if accelerate:
         env[ACCELERATE_CPU] = "1"
-        reasons.append(f"{ACCELERATE_CPU}=1 for every rank: the script uses Accelerate, which joins the ranks on a "
-                       "machine without GPUs only when told to use the CPU (each rank would train alone)")
+        reasons.append(f"{ACCELERATE_CPU}=1 for every rank: the script uses {accelerate}, which joins the ranks on "
+                       "a machine without GPUs only when told to use the CPU (each rank would train alone)")
     reasons.extend(read_reasons)
     if script is not None:
         from ddpstudio.core.scriptbatch import script_batch_reason
@@ -380,13 +381,24 @@ def _user_interpreter(python: str, platform: Platform, device: str, helper: bool
 # found unless ``cpu`` is true, which Accelerator.__init__ sets from this variable: each process is then alone
 # (num_processes 1), although torchrun or DDP Studio started several and they even join a process group.
 ACCELERATE_CPU = "ACCELERATE_USE_CPU"
+# Built on Accelerate's state, in the words of the plan's line. Transformers' Trainer: transformers/training_args.py
+# (5.25) _setup_devices gives PartialState cpu=True only "if self.use_cpu or ACCELERATE_USE_CPU" (each rank trained
+# alone without either, under torchrun and DDP Studio alike: world_size 1, 2026-12-08); TRL's and
+# sentence-transformers' trainers are the Trainer.
+ACCELERATE_BASED = {"accelerate": "Accelerate", "transformers": "Transformers' Trainer (built on Accelerate)",
+                    "trl": "TRL's trainers (built on Accelerate)",
+                    "sentence_transformers": "sentence-transformers' trainer (built on Accelerate)"}
 
 
-def _accelerate_stays_alone(tree: ast.Module | None, style: str | None) -> bool:
-    """An env-style script built on Accelerate, on the CPU, without the user's own ACCELERATE_USE_CPU."""
-    from ddpstudio.core.envstyle import imported_library
+def _accelerate_stays_alone(tree: ast.Module | None, style: str | None) -> str | None:
+    """What an env-style script on the CPU is built on, in words, when that is Accelerate and the user has not set
+    ACCELERATE_USE_CPU; else None."""
+    from ddpstudio.core.liblaunch import imported_roots
 
-    return style == "env" and ACCELERATE_CPU not in os.environ and imported_library(tree) == "accelerate"
+    if style != "env" or ACCELERATE_CPU in os.environ or tree is None:
+        return None
+    used = imported_roots(tree)
+    return next((words for root, words in ACCELERATE_BASED.items() if root in used), None)
 
 
 def _script_as_read(spec: ScriptSpec | None) -> tuple[ScriptSpec | None, list[str], bool, ast.Module | None]:
