@@ -164,7 +164,7 @@ def _main(argv: list[str] | None = None) -> int:
         args.script_args += extra[1:]
     elif extra:
         parser.error(f"unrecognized arguments: {' '.join(extra)}" + (
-            "; a script's own arguments go after -- (ddpstudio run --script train.py -- --lr 0.1)"
+            f"; a script's own arguments go after -- (ddpstudio {args.command} --script train.py -- --lr 0.1)"
             if hasattr(args, "script_args") else ""))
     if args.command is None:
         parser.print_help()

@@ -213,7 +213,7 @@ def positional_script(args: argparse.Namespace) -> str | None:
         args.script, args.script_args = first, args.script_args[1:]
         return None
     return (f"unexpected arguments {' '.join(args.script_args)!r}: a script is given with --script, its own "
-            "arguments after -- (ddpstudio run --script train.py -- --lr 0.1)")
+            f"arguments after -- (ddpstudio {getattr(args, 'command', None) or 'run'} --script train.py -- --lr 0.1)")
 
 
 def gpu_list(raw: str | None) -> tuple[str, ...] | None:
