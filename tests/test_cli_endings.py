@@ -73,3 +73,15 @@ def test_a_spawn_style_scripts_traceback_on_screen_is_not_printed_again():
     text = out.getvalue()
     assert text.count("line 81, in <module>") == 1, text
     assert "    (the same traceback is printed above, from the script's own process)" in text
+
+
+def test_small_losses_keep_their_significant_digits():
+    """A converged Trainer run (helper trial 2026-12-08): "eval after step 1000, loss 0.0001" where Trainer printed
+    5.836e-05, and the step lines the same. Four decimals from 0.01 up, four significant digits below."""
+    from ddpstudio.cli.progress import eval_line, loss_text
+
+    assert [loss_text(v) for v in (1.38988, 0.0123456, 5.836e-05, 0.0001336, 0.0, -0.5)] == [
+        "1.3899", "0.0123", "5.836e-05", "0.0001336", "0.0000", "-0.5000"]
+    assert loss_text(float("nan")) == "nan"
+    assert eval_line(protocol.make_event(protocol.EVAL, step=1000, loss=5.836e-05)) == \
+        "eval after step 1000, loss 5.836e-05"

@@ -182,6 +182,9 @@ def test_hints_recognise_the_known_failures():
     assert 'raise RuntimeError("Nccl backend is required but no cuda capable devices")' in \
         Path(ignite_native.__file__).read_text(encoding="utf-8")
     assert keys("RuntimeError: Nccl backend is required but no cuda capable devices") == ["library_nccl"]
+    # Accelerate (a Transformers Trainer with --ddp_backend nccl on the CPU) refuses it before any process group:
+    # the library's hint alone, not the Windows/helper one (helper trial 2026-12-08: that one said "auto does")
+    assert keys("ValueError: Your assigned backend nccl is not available, please use gloo") == ["library_nccl"]
     # DistributedDataParallel(model, device_ids=[local_rank]) with the model on the CPU (nanoGPT patched to the
     # CPU, helper trial 2026-12-08): torch's own message, with the set of the module's devices as Python shows it
     import torch.nn.parallel.distributed as ddp_source
@@ -205,9 +208,10 @@ def test_each_front_names_its_own_controls_in_every_hint():
 
     every = "\n".join(words[0] for _, words in _RULES)  # one failure's words per rule: every rule matches
     window, cli = hints_for(every, front=WINDOW), hints_for(every, front=CLI)
-    assert [h.key for h in window] == [h.key for h in cli] and len(cli) == len(_RULES) - 3  # three are left out:
-    # a stale store's rendezvous hint, and both port hints where the run's own port was taken by the run's own
-    # processes (their more specific hints show)
+    assert [h.key for h in window] == [h.key for h in cli] and len(cli) == len(_RULES) - 4  # four are left out:
+    # a stale store's rendezvous hint, both port hints where the run's own port was taken by the run's own
+    # processes, and the NCCL-swap hint where the script's library refused NCCL itself (their more specific
+    # hints show)
     for w, c in zip(window, cli):
         assert "{" not in w.text + c.text and w.title == c.title, (w, c)
         assert not any(word in c.text for word in ("Click", "click", "the Python field", "Leave the port empty",

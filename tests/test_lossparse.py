@@ -49,7 +49,11 @@ def test_validation_lines_are_evaluations_not_steps(line, loss):
     assert found is not None and found.eval and found.loss == pytest.approx(loss)
 
 
-@pytest.mark.parametrize("line", ["no loss here", "lossy 3", "Loss (n/a)", "", "closs 3", "loss 'n/a'"])
+@pytest.mark.parametrize("line", ["no loss here", "lossy 3", "Loss (n/a)", "", "closs 3", "loss 'n/a'",
+                                  # Transformers' Trainer's end-of-training summary: the run's mean, no step (helper
+                                  # trial 2026-12-08, --no-rank-helper: it became steps 31 and 32 and the final loss)
+                                  "{'train_runtime': '3.1', 'train_samples_per_second': '154.6', "
+                                  "'train_steps_per_second': '9.663', 'train_loss': '0.8733', 'epoch': '0.9375'}"])
 def test_other_lines_are_not(line):
     assert parse_loss(line) is None
 

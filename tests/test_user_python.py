@@ -57,6 +57,9 @@ def test_the_check_reads_a_real_environment_and_keeps_only_a_good_result(envs):
     assert facts.version[:2] == sys.version_info[:2] and facts.in_venv
     assert facts.reason().startswith(f"your script runs in {facts.path} (Python {facts.version_text}, torch "
                                      f"{torch.__version__}")
+    assert facts.reason().endswith("; the rank helper comes from DDP Studio's folder, nothing else of its environment")
+    # --no-rank-helper: nothing of DDP Studio's runs there (helper trial 2026-12-08: the plan said the helper did)
+    assert facts.reason(helper=False).endswith("; nothing of DDP Studio's environment")
     # The environment's folder names its python too.
     assert userpython.check(str(envs["torch"].parents[1]), current(), needs_cuda=False, helper=True) == facts
     with pytest.raises(UserPythonError) as caught:

@@ -29,11 +29,17 @@ def format_eta(seconds: float | None) -> str:
     return f"{h}:{m:02d}:{s:02d}" if h else f"{m:02d}:{s:02d}"
 
 
+def loss_text(loss: float) -> str:
+    """A loss as the console shows it: four decimals, or four significant digits below 0.01 (a converged
+    Trainer's 5.836e-05 is not "0.0001")."""
+    return f"{loss:.4f}" if loss == 0 or abs(loss) >= 0.01 or loss != loss else f"{loss:.4g}"
+
+
 def eval_line(ev: protocol.Event) -> str:
     """One line for an ``eval`` event, shared by the CLI and the window's log."""
     parts = [f"eval after step {ev.get('step')}"]
     if isinstance(ev.get("loss"), (int, float)):
-        parts.append(f"loss {ev.get('loss'):.4f}")
+        parts.append(f"loss {loss_text(ev.get('loss'))}")
     if isinstance(ev.get("top1"), (int, float)):
         parts.append(f"top-1 {100 * ev.get('top1'):.1f}%")
     if isinstance(ev.get("top5"), (int, float)):
@@ -151,7 +157,7 @@ class ProgressView:
 
     def _show(self, step: int, loss, rate, eta) -> None:
         total = self.total
-        loss_s = f"{loss:.4f}" if isinstance(loss, (int, float)) else "n/a"
+        loss_s = loss_text(loss) if isinstance(loss, (int, float)) else "n/a"
         rate_s = f"{rate:7.1f} samples/s" if isinstance(rate, (int, float)) else ""
         if self.tty:
             bar = ""
@@ -173,7 +179,7 @@ class ProgressView:
         wait = ev.get("data_wait_fraction")
         parts = [f"epoch {ev.get('epoch')} done"]
         if isinstance(loss, (int, float)):
-            parts.append(f"mean loss {loss:.4f}")
+            parts.append(f"mean loss {loss_text(loss)}")
         if isinstance(rate, (int, float)):
             parts.append(f"{rate:.1f} samples/s")
         if isinstance(wait, (int, float)):

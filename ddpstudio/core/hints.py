@@ -78,9 +78,11 @@ _RULES: tuple[tuple[Hint, tuple[str, ...]], ...] = (
     (Hint("library_nccl", "The script's library refuses NCCL here",
           "The script asks for the NCCL backend and its library checks for CUDA GPUs before any process group "
           "exists, so DDP Studio's rank helper cannot give it Gloo. Give the script the gloo backend in its own "
-          "arguments (Ignite's examples: --backend gloo) or code: NCCL needs CUDA GPUs (and PyTorch for Windows "
+          "arguments (Ignite's examples: --backend gloo, a Transformers Trainer: --ddp_backend gloo) or code: NCCL "
+          "needs CUDA GPUs (and PyTorch for Windows "
           "has no NCCL at all)."),
-     ("nccl backend is required but no cuda capable devices",)),  # ignite/distributed/comp_models/native.py
+     ("nccl backend is required but no cuda capable devices",  # ignite/distributed/comp_models/native.py
+      "your assigned backend nccl is not available")),  # accelerate/state.py (Trainer's --ddp_backend nccl)
     (Hint("gloo_cuda_crash", "Gloo crashed all-reducing GPU tensors",
           "A rank died inside PyTorch without a Python error while Gloo exchanged gradients on the GPU. "
           "PyTorch for Windows cannot all-reduce CUDA tensors with Gloo (pytorch #186535). Choose the staged "
@@ -165,6 +167,9 @@ def hints_for(*texts: str, python: str | None = None, front: str = WINDOW) -> li
     if any(h.key == "stale_store" for h in found):
         found = [h for h in found if h.key != "rendezvous"]
     keys = {h.key for h in found}
+    if "library_nccl" in keys:  # the library refused NCCL before any group: the helper's swap never applied
+        found = [h for h in found if h.key != "no_nccl"]
+        keys.discard("no_nccl")
     if "copies_start_ranks" in keys:  # the run's own port, taken by its own processes: not the script's port
         found = [h for h in found if h.key not in ("busy_port", "held_port")]
     elif "held_port" in keys:  # the holder is named: no guessing at orphans

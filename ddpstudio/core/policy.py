@@ -373,7 +373,7 @@ def _user_interpreter(python: str, platform: Platform, device: str, helper: bool
         raise PolicyError(str(exc), "python") from None
     if helper:
         env[userpython.PACKAGE_DIR_ENV] = userpython.package_dir()
-    reasons.append(facts.reason())
+    reasons.append(facts.reason(helper))
     return rank_interpreter(facts.path, platform, base_executable=facts.base_executable, in_venv=facts.in_venv)
 
 

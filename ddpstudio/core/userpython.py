@@ -73,11 +73,12 @@ class PythonFacts:
     def version_text(self) -> str:
         return ".".join(str(v) for v in self.version)
 
-    def reason(self) -> str:
+    def reason(self, helper: bool = True) -> str:
+        """The plan's line; ``helper``: whether the rank helper runs (from DDP Studio's folder) in the ranks."""
         cuda = f", CUDA {self.cuda}" if self.cuda else ", CPU-only"
         return (f"your script runs in {self.path} (Python {self.version_text}, torch {self.torch}{cuda}), not DDP "
-                "Studio's own Python; the rank helper comes from DDP Studio's folder, nothing else of its "
-                "environment")
+                "Studio's own Python; " + ("the rank helper comes from DDP Studio's folder, nothing else of its "
+                                          "environment" if helper else "nothing of DDP Studio's environment"))
 
 
 def problem(facts: PythonFacts, *, needs_cuda: bool, helper: bool, platform: Platform | None = None) -> str | None:

@@ -13,7 +13,8 @@ every such script has a loss curve and its run counts as trained:
 - an optimizer step (torch's global post hook) closes the step: its loss is
   the sum of the noted tensors since the previous step, which is the mean
   loss when the script divides by its accumulation steps before backward, as
-  Lightning, Accelerate and the Trainer do. With several optimizers, the run's
+  Lightning and Accelerate do (Transformers 5's Trainer may not: then the sum,
+  which it logs too). With several optimizers, the run's
   steps are those of the first that stepped (a GAN's discriminator; Muon's
   half of a Muon + AdamW pair); every step clears the noted losses.
 - a step a ``GradScaler`` skipped (inf or NaN gradients) is no step.

@@ -48,6 +48,8 @@ _LOSS_HINT = re.compile("loss", re.IGNORECASE)
 _EVAL_HINT = re.compile("test|val", re.IGNORECASE)  # "eval", "evaluation" and "validation" contain "val"
 _HELD_OUT_HINT = re.compile("test|val|dev", re.IGNORECASE)  # every held-out prefix of _LOSS contains one
 _TRAINING = ("", "train", "training")
+# Transformers' Trainer ends with {'train_runtime': ..., 'train_loss': '0.8733', ...}: the whole run's mean, no step.
+_RUN_SUMMARY = "train_runtime"
 # The running average an AverageMeter prints after the value: "Loss 0.691 ( 0.684)", "loss: 5.0000 (3.0000)".
 _AVERAGE = re.compile(rf"\s*\(\s*(?P<average>{_PLAIN})\s*\)", re.IGNORECASE)
 _STEP = re.compile(r"(?:\bstep|\biter(?:ation)?|\bit)\s*[:=#]?\s*(?P<step>\d+)"
@@ -70,7 +72,7 @@ class Reading(NamedTuple):
 def parse_loss(line: str) -> Reading | None:
     """The loss a progress line reports, or None."""
     match = _LOSS.search(line) if _LOSS_HINT.search(line) else None
-    if not match:
+    if not match or _RUN_SUMMARY in line:
         return None
     try:
         loss = float(match.group("value").replace(",", ""))
