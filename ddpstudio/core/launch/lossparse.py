@@ -46,7 +46,9 @@ _EVAL_LINE = re.compile(r"^\W*(?:test|val|valid|validation|eval|evaluation)\b|\b
 # line without "loss", _LOSS's look-behind at every position costs about 8 times _LOSS_HINT.
 _LOSS_HINT = re.compile("loss", re.IGNORECASE)
 _EVAL_HINT = re.compile("test|val", re.IGNORECASE)  # "eval", "evaluation" and "validation" contain "val"
-_HELD_OUT_HINT = re.compile("test|val|dev", re.IGNORECASE)  # every held-out prefix of _LOSS contains one
+# Every held-out loss _LOSS matches contains one of these ("eval_loss" contains "val_loss"): "device" alone does not
+# send a line through _LOSS again.
+_HELD_OUT_HINT = re.compile("(?:val|valid|validation|test|dev)[_ ]loss", re.IGNORECASE)
 _TRAINING = ("", "train", "training")
 # Transformers' Trainer ends with {'train_runtime': ..., 'train_loss': '0.8733', ...}: the whole run's mean, no step.
 _RUN_SUMMARY = "train_runtime"
